@@ -1,0 +1,53 @@
+# mqforensics — every target sets up what it needs itself (see README).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(abspath $(VENV))/bin/python
+
+# Spark must bind to loopback and its Python workers must run this venv's interpreter
+# (otherwise they pick the system python3, which lacks pyarrow).
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(PY)
+export PYSPARK_DRIVER_PYTHON := $(PY)
+
+.PHONY: setup demo test test-unit lint lab services services-down clean
+
+setup: $(VENV)/.installed
+
+# Re-installs only when pyproject.toml changed; pip and Maven downloads are cached under ~/.cache
+# and ~/.m2, so a rebuilt venv is quick too.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	@touch $@
+
+demo: setup
+	$(PY) -m mqforensics demo --out out/demo
+
+lint: setup
+	$(PY) -m ruff check mqforensics tests datasets
+	$(PY) -m ruff format --check mqforensics tests datasets
+	$(PY) -m mypy
+
+test-unit: setup
+	$(PY) -m pytest tests/unit -q
+
+# Everything: lint, unit tests, integration tests against real servers that the test session
+# starts on 127.0.0.1 and stops, and the notebooks under nbmake.
+test: lint
+	$(PY) -m mqforensics services fetch
+	$(PY) -m pytest tests -q
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(PY) -m pytest --nbmake notebooks -q; fi
+
+lab: setup
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks
+
+# Long-lived servers for notebooks and manual work; state and logs in .services/.
+services: setup
+	$(PY) -m mqforensics services up
+
+services-down:
+	@if test -x $(PY); then $(PY) -m mqforensics services down; fi
+
+clean: services-down
+	rm -rf out .pytest_cache .ruff_cache .mypy_cache

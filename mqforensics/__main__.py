@@ -1,0 +1,3 @@
+from mqforensics.cli import main
+
+raise SystemExit(main())

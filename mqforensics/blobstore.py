@@ -1,0 +1,233 @@
+"""Spark data source ``mqf_blobs``: the inventory of an object store bucket or a local directory.
+
+One row per object: ``bucket, key, size, last_modified, etag, storage_class``. The listing is
+split for parallelism at the first ``/`` level: objects directly under the prefix form one
+partition, each common prefix another (each read with paged ListObjectsV2, or a directory walk).
+Reading never modifies the store. Options:
+
+``location`` (``s3://bucket[/prefix]``, ``file:///dir`` or a plain directory path), and for S3
+``endpoint_url``, ``region``, ``aws_access_key_id``, ``aws_secret_access_key`` (absent keys fall
+back to boto3's usual credential chain in the worker).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics.errors import AuthenticationFailed, ConfigError, InputError, ServerUnavailable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+
+SCHEMA = (
+    "bucket string, key string, size bigint, last_modified timestamp, etag string, "
+    "storage_class string"
+)
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """An S3-compatible service and the keys to use; the secret never appears in a repr."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls) -> S3Endpoint:
+        """``MQF_S3_ENDPOINT`` plus the standard ``AWS_*`` variables."""
+        return cls(
+            os.environ.get("MQF_S3_ENDPOINT") or None,
+            os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None,
+            os.environ.get("AWS_ACCESS_KEY_ID") or None,
+            os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
+        )
+
+    def to_options(self) -> dict[str, str]:
+        pairs = {
+            "endpoint_url": self.endpoint_url,
+            "region": self.region,
+            "aws_access_key_id": self.access_key,
+            "aws_secret_access_key": self.secret_key,
+        }
+        return {k: v for k, v in pairs.items() if v}
+
+    @classmethod
+    def from_options(cls, options: Any) -> S3Endpoint:
+        return cls(
+            options.get("endpoint_url"),
+            options.get("region"),
+            options.get("aws_access_key_id"),
+            options.get("aws_secret_access_key"),
+        )
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region or "us-east-1",
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5),
+        )
+
+    @property
+    def where(self) -> str:
+        return self.endpoint_url or "AWS S3"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A parsed ``location`` option: an S3 bucket and prefix, or a local directory."""
+
+    scheme: str  # "s3" or "file"
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, text: str | None) -> Location:
+        if not text:
+            raise ConfigError("option 'location' is required (s3://bucket[/prefix] or a directory)")
+        url = urlparse(text)
+        if url.scheme in ("s3", "s3a"):
+            if not url.netloc:
+                raise ConfigError(f"no bucket in {text!r}")
+            prefix = url.path.lstrip("/")
+            if prefix and not prefix.endswith("/"):
+                prefix += "/"
+            return cls("s3", url.netloc, prefix)
+        if url.scheme in ("", "file"):
+            path = Path(url.path if url.scheme == "file" else text).resolve()
+            return cls("file", str(path), "")
+        raise ConfigError(f"unsupported location scheme {url.scheme!r} in {text!r}")
+
+
+@dataclass
+class Listing(InputPartition):
+    """All objects under `prefix`, or only those directly under it when not `recursive`."""
+
+    prefix: str
+    recursive: bool
+
+
+def _s3_error(exc: Exception, endpoint: S3Endpoint, location: Location) -> Exception:
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+    where = f"s3://{location.bucket}/{location.prefix}"
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("NoSuchBucket", "404"):
+            return InputError(f"bucket {location.bucket!r} does not exist at {endpoint.where}")
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
+            return AuthenticationFailed(
+                f"{endpoint.where} refused the credentials for {where} ({code})"
+            )
+        return ServerUnavailable(f"{endpoint.where} failed listing {where}: {code}")
+    if isinstance(exc, NoCredentialsError):
+        return AuthenticationFailed(f"no S3 credentials configured for {where}")
+    if isinstance(exc, EndpointConnectionError):
+        return ServerUnavailable(f"S3 endpoint {endpoint.where} is unreachable")
+    return ServerUnavailable(f"{endpoint.where} failed listing {where}: {type(exc).__name__}")
+
+
+class BlobListingSource(DataSource):
+    """``spark.read.format("mqf_blobs")``: object inventory of a bucket or directory."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqf_blobs"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: Any) -> BlobListingReader:
+        return BlobListingReader(dict(self.options))
+
+
+class BlobListingReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def partitions(self) -> list[Listing]:
+        location = Location.parse(self.options.get("location"))
+        if location.scheme == "file":
+            root = Path(location.bucket)
+            if not root.is_dir():
+                raise InputError(f"blob directory {root} does not exist or is not a directory")
+            subdirs = sorted(p.name + "/" for p in root.iterdir() if p.is_dir())
+            return [Listing("", False)] + [Listing(d, True) for d in subdirs]
+        endpoint = S3Endpoint.from_options(self.options)
+        client = endpoint.client()
+        prefixes: list[str] = []
+        try:
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=location.bucket, Prefix=location.prefix, Delimiter="/"
+            )
+            for page in pages:
+                prefixes.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+        except Exception as exc:
+            raise _s3_error(exc, endpoint, location) from None
+        return [Listing(location.prefix, False)] + [Listing(p, True) for p in sorted(prefixes)]
+
+    def read(self, partition: Listing) -> Iterator[tuple]:  # type: ignore[override]
+        location = Location.parse(self.options.get("location"))
+        if location.scheme == "file":
+            yield from _walk(Path(location.bucket), partition)
+            return
+        endpoint = S3Endpoint.from_options(self.options)
+        client = endpoint.client()
+        arguments: dict[str, str] = {"Bucket": location.bucket, "Prefix": partition.prefix}
+        if not partition.recursive:
+            arguments["Delimiter"] = "/"
+        try:
+            for page in client.get_paginator("list_objects_v2").paginate(**arguments):
+                for obj in page.get("Contents", []):
+                    yield (
+                        location.bucket,
+                        obj["Key"],
+                        int(obj["Size"]),
+                        obj.get("LastModified"),
+                        (obj.get("ETag") or "").strip('"') or None,
+                        obj.get("StorageClass"),
+                    )
+        except Exception as exc:
+            raise _s3_error(exc, endpoint, location) from None
+
+
+def _walk(root: Path, partition: Listing) -> Iterator[tuple]:
+    base = root / partition.prefix
+    paths = base.rglob("*") if partition.recursive else base.glob("*")
+    for path in sorted(paths):
+        if not path.is_file():
+            continue
+        stat = path.stat()
+        yield (
+            root.name,
+            path.relative_to(root).as_posix(),
+            stat.st_size,
+            dt.datetime.fromtimestamp(stat.st_mtime, tz=dt.UTC),
+            None,
+            None,
+        )
+
+
+def read_blobs(spark: SparkSession, location: str, endpoint: S3Endpoint | None = None) -> DataFrame:
+    """The inventory at `location` as a DataFrame (see module docstring)."""
+    reader = spark.read.format(BlobListingSource.name()).option("location", location)
+    if location.startswith(("s3://", "s3a://")):
+        for key, value in (endpoint or S3Endpoint.from_env()).to_options().items():
+            reader = reader.option(key, value)
+    return reader.load()

@@ -1,0 +1,260 @@
+"""Spark data source ``mqf_cassandra``: a full scan of one CQL table, split by token range.
+
+Each Spark partition reads one slice of the Murmur3 token ring with
+``SELECT ... WHERE token(pk) > lo AND token(pk) <= hi``, so the table is read in parallel and
+every Cassandra partition exactly once, including partitions nobody knows the key of (which is
+what forensic scans are for). Options:
+
+``hosts``, ``port``, ``username``, ``password``, ``local_dc`` (see CassandraEndpoint),
+``keyspace``, ``table`` (required), ``splits`` (token ranges, default 16), ``consistency``
+(default ``LOCAL_QUORUM``), ``page_size`` (default 5000), ``columns`` (comma-separated subset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.errors import ConfigError, InputError, ServerUnavailable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+
+MIN_TOKEN = -(2**63)
+MAX_TOKEN = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    name: str
+    kind: str  # partition_key, clustering, static, regular
+    position: int
+    cql_type: str
+
+
+@dataclass
+class TokenRange(InputPartition):
+    """Tokens in (lo, hi]; the first range also includes MIN_TOKEN itself."""
+
+    lo: int
+    hi: int
+
+    @property
+    def includes_lo(self) -> bool:
+        return self.lo == MIN_TOKEN
+
+
+def token_ranges(splits: int) -> list[TokenRange]:
+    """`splits` contiguous ranges covering the whole Murmur3 ring exactly once."""
+    if splits < 1:
+        raise ConfigError("splits must be at least 1")
+    span = MAX_TOKEN - MIN_TOKEN
+    bounds = [MIN_TOKEN + span * i // splits for i in range(splits)] + [MAX_TOKEN]
+    return [TokenRange(bounds[i], bounds[i + 1]) for i in range(splits)]
+
+
+def table_columns(session: Any, keyspace: str, table: str) -> list[TableColumn]:
+    """Columns in ``SELECT *`` order: partition key, clustering, then the rest by name."""
+    keyspaces = {
+        row.keyspace_name
+        for row in session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
+    }
+    if keyspace not in keyspaces:
+        raise InputError(
+            f"keyspace {keyspace!r} does not exist (found: {', '.join(sorted(keyspaces))})"
+        )
+    rows = list(
+        session.execute(
+            "SELECT column_name, kind, position, type FROM system_schema.columns "
+            "WHERE keyspace_name = %s AND table_name = %s",
+            (keyspace, table),
+        )
+    )
+    if not rows:
+        tables = sorted(
+            row.table_name
+            for row in session.execute(
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+            )
+        )
+        raise InputError(
+            f"table {keyspace}.{table} does not exist "
+            f"(tables in {keyspace}: {', '.join(tables) or 'none'})"
+        )
+    order = {"partition_key": 0, "clustering": 1, "static": 2, "regular": 2}
+    columns = [TableColumn(r.column_name, r.kind, r.position, r.type) for r in rows]
+    return sorted(
+        columns, key=lambda c: (order[c.kind], c.position if order[c.kind] < 2 else 0, c.name)
+    )
+
+
+def user_types(session: Any, keyspace: str) -> dict[str, list[tuple[str, str]]]:
+    rows = session.execute(
+        "SELECT type_name, field_names, field_types FROM system_schema.types "
+        "WHERE keyspace_name = %s",
+        (keyspace,),
+    )
+    return {r.type_name: list(zip(r.field_names, r.field_types, strict=True)) for r in rows}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class CassandraScanSource(DataSource):
+    """``spark.read.format("mqf_cassandra")``: token-range scan of one table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqf_cassandra"
+
+    def _target(self) -> tuple[str, str]:
+        keyspace, table = self.options.get("keyspace"), self.options.get("table")
+        if not keyspace or not table:
+            raise ConfigError("options 'keyspace' and 'table' are required")
+        return keyspace, table
+
+    def schema(self) -> str:
+        from mqforensics import cql_types
+
+        keyspace, table = self._target()
+        endpoint = CassandraEndpoint.from_options(self.options)
+        cluster, session = endpoint.connect()
+        try:
+            columns = _selected(table_columns(session, keyspace, table), self.options)
+            udts = user_types(session, keyspace)
+        finally:
+            cluster.shutdown()
+        return ", ".join(
+            f"`{c.name}` {cql_types.spark_type(cql_types.parse(c.cql_type), udts)}" for c in columns
+        )
+
+    def reader(self, schema: Any) -> CassandraScanReader:
+        keyspace, table = self._target()
+        endpoint = CassandraEndpoint.from_options(self.options)
+        cluster, session = endpoint.connect()
+        try:
+            columns = {c.name: c for c in table_columns(session, keyspace, table)}
+            udts = user_types(session, keyspace)
+        finally:
+            cluster.shutdown()
+        names = [f.name for f in schema]
+        missing = [n for n in names if n not in columns]
+        if missing:
+            raise InputError(f"{keyspace}.{table} has no column(s) {', '.join(missing)}")
+        partition_key = [
+            c.name
+            for c in sorted(
+                (c for c in columns.values() if c.kind == "partition_key"), key=lambda c: c.position
+            )
+        ]
+        return CassandraScanReader(
+            dict(self.options),
+            keyspace,
+            table,
+            [(n, columns[n].cql_type) for n in names],
+            partition_key,
+            udts,
+        )
+
+
+def _selected(columns: list[TableColumn], options: Any) -> list[TableColumn]:
+    wanted = options.get("columns")
+    if not wanted:
+        return columns
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    by_name = {c.name: c for c in columns}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise InputError(f"no column(s) {', '.join(missing)}; columns: {', '.join(by_name)}")
+    return [by_name[n] for n in names]
+
+
+class CassandraScanReader(DataSourceReader):
+    """Planned once with the table's column types; `read` runs in Spark's Python workers."""
+
+    def __init__(
+        self,
+        options: dict[str, str],
+        keyspace: str,
+        table: str,
+        columns: list[tuple[str, str]],
+        partition_key: list[str],
+        udts: dict[str, list[tuple[str, str]]],
+    ) -> None:
+        self.options = options
+        self.keyspace = keyspace
+        self.table = table
+        self.columns = columns
+        self.partition_key = partition_key
+        self.udts = udts
+
+    def partitions(self) -> list[TokenRange]:
+        return token_ranges(int(self.options.get("splits", "16")))
+
+    def read(self, partition: TokenRange) -> Iterator[tuple]:  # type: ignore[override]
+        from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
+        from cassandra.query import SimpleStatement
+
+        from mqforensics import cql_types
+
+        convert = [cql_types.converter(cql_types.parse(t), self.udts) for _, t in self.columns]
+        key = ", ".join(_quote(n) for n in self.partition_key)
+        lower = ">=" if partition.includes_lo else ">"
+        endpoint = CassandraEndpoint.from_options(self.options)
+        cluster, session = endpoint.connect()
+        try:
+            query = (
+                f"SELECT {', '.join(_quote(n) for n, _ in self.columns)} "
+                f"FROM {_quote(self.keyspace)}.{_quote(self.table)} "
+                f"WHERE token({key}) {lower} %s AND token({key}) <= %s"
+            )
+            level = self.options.get("consistency", "LOCAL_QUORUM").upper()
+            if not hasattr(ConsistencyLevel, level):
+                raise ConfigError(f"unknown consistency level {level!r}")
+            statement = SimpleStatement(
+                query,
+                fetch_size=int(self.options.get("page_size", "5000")),
+                consistency_level=getattr(ConsistencyLevel, level),
+            )
+            try:
+                for row in session.execute(statement, (partition.lo, partition.hi)):
+                    yield tuple(f(v) for f, v in zip(convert, row, strict=True))
+            except (OperationTimedOut, ReadTimeout, Unavailable) as exc:
+                raise ServerUnavailable(
+                    f"Cassandra at {endpoint.where} stopped answering while reading "
+                    f"{self.keyspace}.{self.table} tokens ({partition.lo}, {partition.hi}]: "
+                    f"{type(exc).__name__}"
+                ) from None
+            except Exception as exc:
+                if type(exc).__name__ in (
+                    "NoHostAvailable",
+                    "ConnectionShutdown",
+                    "ConnectionException",
+                ):
+                    raise ServerUnavailable(
+                        f"Cassandra at {endpoint.where} went away while reading "
+                        f"{self.keyspace}.{self.table} tokens ({partition.lo}, {partition.hi}]"
+                    ) from None
+                raise
+        finally:
+            cluster.shutdown()
+
+
+def read_table(
+    spark: SparkSession,
+    endpoint: CassandraEndpoint,
+    keyspace: str,
+    table: str,
+    **options: str | int,
+) -> DataFrame:
+    """The whole table `keyspace.table` as a DataFrame (see module docstring for options)."""
+    reader = spark.read.format(CassandraScanSource.name())
+    for key, value in {**endpoint.to_options(), **options}.items():
+        reader = reader.option(key, str(value))
+    return reader.option("keyspace", keyspace).option("table", table).load()

@@ -1,0 +1,57 @@
+"""Typed errors every reader, check and tool raises, and their one-line rendering.
+
+An error raised inside a Spark Python worker reaches the driver wrapped in a JVM exception whose
+text is a Python traceback. Every message therefore carries a marker, ``[mqforensics:Kind]``, so
+`explain` can recover the one line a user needs from whatever wrapper the error travelled in.
+"""
+
+from __future__ import annotations
+
+import re
+
+_MARKER = re.compile(r"\[mqforensics:(?P<kind>[A-Za-z]+)\] (?P<message>[^\n]*)")
+
+
+class MqfError(Exception):
+    """Base of every error the toolkit reports to a user; the CLI exits with `exit_code`."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"[mqforensics:{type(self).__name__}] {message}")
+        self.message = message
+
+
+class InputError(MqfError):
+    """Input that cannot be read as what it claims to be: names the file, offset or key."""
+
+
+class ConfigError(MqfError):
+    """A missing or contradictory option, setting or environment variable."""
+
+
+class ServerUnavailable(MqfError):
+    """A server could not be reached, or went away during the run."""
+
+
+class AuthenticationFailed(MqfError):
+    """A server refused the given credentials (the credentials themselves are never shown)."""
+
+
+class ServiceStartError(MqfError):
+    """The test/dev harness could not start a server; the message names its log file."""
+
+
+def explain(exc: BaseException) -> str | None:
+    """The one-line message of the toolkit error inside `exc`, however deeply it was wrapped."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MqfError):
+            return str(current)
+        match = _MARKER.search(str(current))
+        if match:
+            return match.group(0)
+        current = current.__cause__ or current.__context__
+    return None

@@ -1,0 +1,272 @@
+"""A real single-node Apache Cassandra 5.0 for tests and local work, started from Maven jars.
+
+No tarball and no Docker: `fetch_runtime` resolves ``org.apache.cassandra:cassandra-all`` and its
+runtime dependencies from Maven Central into the user's cache once, and `start` runs
+``org.apache.cassandra.service.CassandraDaemon`` on 127.0.0.1 with the Java 17 flags of
+Cassandra's own ``conf/jvm17-server.options`` and the jamm agent (without them the JVM dies with
+IllegalAccessException during start-up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+import urllib.request
+from importlib import resources
+from pathlib import Path
+
+from mqforensics.errors import ServiceStartError
+from mqforensics.services.cache import cache_dir
+from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
+
+VERSION = os.environ.get("MQF_CASSANDRA_VERSION", "5.0.9")
+# Cassandra's built-in superuser; PasswordAuthenticator is on so that credential errors are real.
+USERNAME = "cassandra"
+PASSWORD = "cassandra"
+
+MAVEN_VERSION = "3.9.9"
+MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
+
+# conf/jvm17-server.options of Cassandra 5.0 (the module flags are required on Java 17).
+JAVA17_FLAGS = [
+    "-XX:+UseG1GC",
+    "-XX:+ParallelRefProcEnabled",
+    "-XX:MaxTenuringThreshold=1",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:MaxGCPauseMillis=300",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djdk.attach.allowAttachSelf=true",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.allocator.useCacheForAllThreads=true",
+    "-Dio.netty.allocator.maxOrder=11",
+    *[
+        item
+        for module in (
+            "java.base/jdk.internal.misc",
+            "java.management.rmi/com.sun.jmx.remote.internal.rmi",
+            "java.rmi/sun.rmi.registry",
+            "java.rmi/sun.rmi.server",
+            "java.sql/java.sql",
+            "java.base/java.lang.ref",
+            "jdk.unsupported/sun.misc",
+            "jdk.compiler/com.sun.tools.javac.file",
+            "jdk.attach/sun.tools.attach",
+            "java.management/com.sun.jmx.remote.security",
+        )
+        for item in ("--add-exports", f"{module}=ALL-UNNAMED")
+    ],
+    *[
+        item
+        for module in (
+            "java.base/java.lang.module",
+            "java.base/jdk.internal.loader",
+            "java.base/jdk.internal.ref",
+            "java.base/jdk.internal.reflect",
+            "java.base/jdk.internal.math",
+            "java.base/jdk.internal.module",
+            "java.base/jdk.internal.util.jar",
+            "jdk.management/com.sun.management.internal",
+            "java.base/sun.nio.ch",
+            "java.base/java.io",
+            "java.base/java.lang.reflect",
+            "jdk.compiler/com.sun.tools.javac",
+            "java.base/java.lang",
+            "java.base/java.util",
+            "java.base/java.nio",
+        )
+        for item in ("--add-opens", f"{module}=ALL-UNNAMED")
+    ],
+]
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise ServiceStartError("Cassandra needs Java 17: no `java` on PATH and no JAVA_HOME")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    first = out.splitlines()[0] if out else ""
+    if '"17.' not in first and '"11.' not in first:
+        raise ServiceStartError(f"Cassandra {VERSION} runs on Java 11 or 17, found: {first}")
+    return java
+
+
+def _maven() -> str:
+    """`mvn` from PATH, or Apache Maven itself fetched from Maven Central into the cache."""
+    found = shutil.which("mvn")
+    if found:
+        return found
+    home = cache_dir(f"apache-maven-{MAVEN_VERSION}")
+    mvn = home / f"apache-maven-{MAVEN_VERSION}" / "bin" / "mvn"
+    if mvn.exists():
+        return str(mvn)
+    base = f"{MAVEN_CENTRAL}/org/apache/maven/apache-maven/{MAVEN_VERSION}"
+    name = f"apache-maven-{MAVEN_VERSION}-bin.tar.gz"
+    archive = home / name
+    urllib.request.urlretrieve(f"{base}/{name}", archive)
+    with urllib.request.urlopen(f"{base}/{name}.sha512") as response:
+        expected = response.read().decode().split()[0]
+    if hashlib.sha512(archive.read_bytes()).hexdigest() != expected:
+        archive.unlink()
+        raise ServiceStartError(f"checksum mismatch for {base}/{name}")
+    with tarfile.open(archive) as tar:
+        tar.extractall(home, filter="data")
+    archive.unlink()
+    mvn.chmod(0o755)
+    return str(mvn)
+
+
+def fetch_runtime(version: str = VERSION) -> Path:
+    """The directory of Cassandra `version`'s jars, downloading them on first use."""
+    lib = cache_dir(f"cassandra-{version}") / "lib"
+    marker = lib / ".complete"
+    if marker.exists():
+        return lib
+    shutil.rmtree(lib, ignore_errors=True)
+    workdir = lib.parent
+    pom = workdir / "pom.xml"
+    pom.write_bytes(resources.files(__package__).joinpath("cassandra-runtime.pom.xml").read_bytes())
+    command = [
+        _maven(),
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        f"-Dcassandra.version={version}",
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={lib}",
+        "-DincludeScope=runtime",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0 or not any(lib.glob("cassandra-all-*.jar")):
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+        raise ServiceStartError(f"could not fetch Cassandra {version} from Maven Central:\n{tail}")
+    marker.write_text(version)
+    return lib
+
+
+def _yaml(server: ServerDir, native_port: int, storage_port: int) -> str:
+    data = server.data
+    return f"""\
+cluster_name: mqforensics-test
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+num_tokens: 4
+listen_address: {LOOPBACK}
+rpc_address: {LOOPBACK}
+storage_port: {storage_port}
+native_transport_port: {native_port}
+start_native_transport: true
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "{LOOPBACK}:{storage_port}"
+authenticator: PasswordAuthenticator
+authorizer: AllowAllAuthorizer
+data_file_directories: [{data}/data]
+commitlog_directory: {data}/commitlog
+saved_caches_directory: {data}/saved_caches
+hints_directory: {data}/hints
+cdc_raw_directory: {data}/cdc_raw
+cdc_enabled: false
+commitlog_sync: periodic
+commitlog_sync_period: 10s
+commitlog_segment_size: 8MiB
+auto_snapshot: false
+incremental_backups: false
+memtable_allocation_type: heap_buffers
+disk_access_mode: standard
+"""
+
+
+_LOGBACK = """\
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file>
+    <encoder><pattern>%-5level [%thread] %date{{ISO8601}} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> bool:
+    """True once an authenticated CQL query answers on 127.0.0.1:`port`."""
+    if not port_open(port):
+        return False
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(
+        [LOOPBACK],
+        port=port,
+        auth_provider=PlainTextAuthProvider(username, password),
+        connect_timeout=3,
+        control_connection_timeout=3,
+        protocol_version=5,
+    )
+    try:
+        session = cluster.connect()
+        session.execute("SELECT release_version FROM system.local", timeout=5)
+        return True
+    except Exception:  # not up yet: any driver error means "try again"
+        return False
+    finally:
+        cluster.shutdown()
+
+
+def start(server: ServerDir, *, heap: str | None = None, timeout: float = 180.0) -> dict:
+    """Start Cassandra in `server` (after `reap` and `reset`) and return its connection info."""
+    java = _java()
+    lib = fetch_runtime()
+    native_port, storage_port, jmx_port = free_ports(3)
+    config = server.path / "cassandra.yaml"
+    config.write_text(_yaml(server, native_port, storage_port))
+    logback = server.path / "logback.xml"
+    logback.write_text(_LOGBACK.format(log=server.logs / "system.log"))
+    heap = heap or os.environ.get("MQF_CASSANDRA_HEAP", "1G")
+    jamm = next(lib.glob("jamm-*.jar"))
+    argv = [
+        java,
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        "-Xss512k",
+        *JAVA17_FLAGS,
+        f"-javaagent:{jamm}",
+        f"-Dcassandra.config=file://{config}",
+        f"-Dlogback.configurationFile={logback}",
+        f"-Dcassandra.logdir={server.logs}",
+        f"-Dcassandra.storagedir={server.data}",
+        "-Dcassandra-foreground=yes",
+        f"-Dcassandra.jmx.local.port={jmx_port}",
+        # A single node has no peers to wait for: skip gossip settling and ring delay, and create
+        # the default superuser at once instead of after 10 s.
+        "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+        "-Dcassandra.ring_delay_ms=0",
+        "-Dcassandra.superuser_setup_delay_ms=0",
+        f"-Dcassandra.available_processors={os.cpu_count() or 2}",
+        f"-Dmqforensics.server={server.path}",
+        "-cp",
+        f"{server.path}:{lib}/*",
+        "org.apache.cassandra.service.CassandraDaemon",
+    ]
+    started = time.monotonic()
+    pid = launch(server, argv, ready=lambda: cql_ready(native_port), timeout=timeout)
+    info = {
+        "service": "cassandra",
+        "version": VERSION,
+        "pid": pid,
+        "host": LOOPBACK,
+        "port": native_port,
+        "storage_port": storage_port,
+        "jmx_port": jmx_port,
+        "username": USERNAME,
+        "password": PASSWORD,
+        "startup_seconds": round(time.monotonic() - started, 1),
+        "log": str(server.logs / "system.log"),
+    }
+    return info

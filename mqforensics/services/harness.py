@@ -1,0 +1,148 @@
+"""A set of real servers under one root directory: started on demand, reused, stopped together.
+
+Two kinds of roots:
+
+* a **test session** root under ``$TMPDIR/mqforensics-<uid>/``, owned by one pytest process and
+  removed when it ends (logs kept when something failed); roots of sessions whose owner died are
+  reaped by the next session, so a killed run never breaks the next one;
+* a **long-lived** root (``.services/`` for ``make services``) that later commands reuse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mqforensics.errors import ServiceStartError
+from mqforensics.services import cassandra, seaweedfs
+from mqforensics.services.process import ServerDir, pid_alive, stop
+
+Starter = Callable[[ServerDir], dict]
+
+STARTERS: dict[str, Starter] = {
+    "cassandra": cassandra.start,
+    "seaweedfs": seaweedfs.start,
+}
+
+# Whether a recorded server still answers, for reuse by a later command.
+PROBES: dict[str, Callable[[dict], bool]] = {
+    "cassandra": lambda info: cassandra.cql_ready(int(info["port"])),
+    "seaweedfs": lambda info: seaweedfs.s3_ready(str(info["endpoint"])),
+}
+
+SESSIONS_BASE = Path(tempfile.gettempdir()) / f"mqforensics-{os.getuid()}"
+KEEP_FAILED_LOGS_DAYS = 3
+
+
+class Harness:
+    """The servers under `root`, one subdirectory each."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def server_dir(self, name: str) -> ServerDir:
+        return ServerDir(self.root / name, name)
+
+    def running(self, name: str) -> dict | None:
+        """Connection info of `name` if it is running here and answers; else None."""
+        server = self.server_dir(name)
+        info = server.info()
+        if server.owned_pid() is None or info is None:
+            return None
+        return info if PROBES[name](info) else None
+
+    def ensure(self, name: str) -> dict:
+        """Connection info of `name`, starting it (after reaping any orphan) if needed."""
+        if name not in STARTERS:
+            raise ServiceStartError(f"unknown service {name!r}; known: {', '.join(STARTERS)}")
+        info = self.running(name)
+        if info is not None:
+            return info
+        server = self.server_dir(name)
+        server.reap()
+        server.reset()
+        info = STARTERS[name](server)
+        server.info_file.write_text(json.dumps(info, indent=2) + "\n")
+        return info
+
+    def stop_all(self) -> list[str]:
+        stopped = []
+        for name in STARTERS:
+            server = self.server_dir(name)
+            if server.path.exists() and stop(server):
+                stopped.append(name)
+            if server.info_file.exists():
+                server.info_file.unlink()
+        return stopped
+
+    def environment(self) -> dict[str, str]:
+        """Environment variables that point clients at the running servers."""
+        env: dict[str, str] = {}
+        cass = self.running("cassandra")
+        if cass:
+            env["MQF_CASSANDRA"] = f"{cass['host']}:{cass['port']}"
+            env["MQF_CASSANDRA_USERNAME"] = str(cass["username"])
+            env["MQF_CASSANDRA_PASSWORD"] = str(cass["password"])
+        s3 = self.running("seaweedfs")
+        if s3:
+            env["MQF_S3_ENDPOINT"] = str(s3["endpoint"])
+            env["AWS_ACCESS_KEY_ID"] = str(s3["access_key"])
+            env["AWS_SECRET_ACCESS_KEY"] = str(s3["secret_key"])
+            env["AWS_DEFAULT_REGION"] = str(s3["region"])
+        return env
+
+
+class TestSession(Harness):
+    """A harness owned by the current process, in a fresh temporary root."""
+
+    def __init__(self) -> None:
+        reap_dead_sessions()
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        super().__init__(SESSIONS_BASE / f"session-{os.getpid()}-{stamp}")
+        (self.root / "owner").write_text(f"{os.getpid()}\n")
+
+    def close(self, *, keep_logs: bool) -> Path | None:
+        """Stop every server; delete the root, or keep only the logs and return where they are."""
+        self.stop_all()
+        if not keep_logs:
+            shutil.rmtree(self.root, ignore_errors=True)
+            return None
+        _drop_data(self.root)
+        return self.root
+
+
+def _drop_data(root: Path) -> None:
+    for data in root.glob("*/data"):
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def reap_dead_sessions(base: Path = SESSIONS_BASE) -> list[Path]:
+    """Kill servers of test sessions whose owner process is gone; drop their data.
+
+    Logs of such sessions are kept for KEEP_FAILED_LOGS_DAYS days, then removed.
+    """
+    reaped: list[Path] = []
+    if not base.exists():
+        return reaped
+    for root in sorted(base.glob("session-*")):
+        try:
+            owner = int((root / "owner").read_text().strip())
+        except (OSError, ValueError):
+            owner = None
+        if owner is not None and owner != os.getpid() and pid_alive(owner):
+            continue
+        for child in root.iterdir():
+            if child.is_dir():
+                ServerDir(child).reap()
+        _drop_data(root)
+        age_days = (time.time() - root.stat().st_mtime) / 86400
+        if age_days > KEEP_FAILED_LOGS_DAYS:
+            shutil.rmtree(root, ignore_errors=True)
+        reaped.append(root)
+    return reaped

@@ -1,0 +1,217 @@
+"""Start, watch and stop one server process that lives in its own directory.
+
+A server directory holds everything about one running server::
+
+    <dir>/pid           process id (the process leads its own process group)
+    <dir>/server.json   what clients need: ports, endpoints, credentials for the test server
+    <dir>/data/         the server's data (throwaway)
+    <dir>/logs/         its stdout/stderr and own log files, kept when something fails
+
+A run killed midway leaves a pid file behind; `reap` recognises the orphan by its command line
+(which always names the server directory) and kills it, so the next run starts clean and never
+kills an unrelated process that reused the pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqforensics.errors import ServiceStartError
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports that are free on 127.0.0.1 right now."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) is not alive for our purposes.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+@dataclass
+class ServerDir:
+    """The directory of one server instance, and the process recorded in it."""
+
+    path: Path
+    name: str = field(default="")
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path).resolve()
+        self.name = self.name or self.path.name
+
+    @property
+    def pid_file(self) -> Path:
+        return self.path / "pid"
+
+    @property
+    def info_file(self) -> Path:
+        return self.path / "server.json"
+
+    @property
+    def data(self) -> Path:
+        return self.path / "data"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    def recorded_pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def owned_pid(self) -> int | None:
+        """The recorded pid if that process is alive and really is this directory's server."""
+        pid = self.recorded_pid()
+        if pid is None or not pid_alive(pid):
+            return None
+        return pid if str(self.path) in _cmdline(pid) else None
+
+    def info(self) -> dict[str, object] | None:
+        try:
+            return json.loads(self.info_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def reap(self) -> bool:
+        """Kill an orphaned server left by an earlier run; True if there was one."""
+        pid = self.owned_pid()
+        if pid is not None:
+            _kill_group(pid, grace=0)
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_file.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.info_file.unlink()
+        return pid is not None
+
+    def reset(self) -> None:
+        """Fresh, empty data and log directories (after `reap`)."""
+        shutil.rmtree(self.data, ignore_errors=True)
+        shutil.rmtree(self.logs, ignore_errors=True)
+        self.data.mkdir(parents=True)
+        self.logs.mkdir(parents=True)
+
+    def last_log_lines(self, log: Path, lines: int = 15) -> str:
+        try:
+            text = log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log written)"
+        return "\n".join("    " + line for line in text[-lines:])
+
+
+def _kill_group(pid: int, grace: float) -> None:
+    """SIGTERM the process group of `pid`, then SIGKILL it after `grace` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        if grace == 0 and sig == signal.SIGTERM:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.1)
+
+
+def launch(
+    server: ServerDir,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    ready: Callable[[], bool],
+    timeout: float,
+    log_name: str = "stdout.log",
+) -> int:
+    """Start `argv` as `server`'s process and wait until `ready()`; return its pid.
+
+    The process gets its own session so that stopping it also stops its children. If it exits
+    or is not ready within `timeout` seconds it is killed and a ServiceStartError names the log.
+    """
+    log = server.logs / log_name
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=server.path,
+            env=env,
+            start_new_session=True,
+        )
+    server.pid_file.write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise ServiceStartError(
+                f"{server.name} exited with status {code} while starting; log {log}:\n"
+                + server.last_log_lines(log)
+            )
+        if ready():
+            return proc.pid
+        time.sleep(0.25)
+    _kill_group(proc.pid, grace=0)
+    raise ServiceStartError(
+        f"{server.name} was not ready after {timeout:.0f}s; log {log}:\n"
+        + server.last_log_lines(log)
+    )
+
+
+def stop(server: ServerDir, grace: float = 10.0) -> bool:
+    """Stop the server recorded in `server` (SIGTERM, then SIGKILL); True if one was running."""
+    pid = server.owned_pid()
+    if pid is not None:
+        _kill_group(pid, grace=grace)
+    with contextlib.suppress(FileNotFoundError):
+        server.pid_file.unlink()
+    return pid is not None

@@ -1,0 +1,71 @@
+"""One way to get a SparkSession, bound to loopback and with the project's data sources.
+
+Local mode (``local[*]``) is the default. ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) selects
+Spark Connect; ``MQF_SPARK_MASTER`` (e.g. ``spark://host:7077``) selects a cluster master.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOOPBACK = "127.0.0.1"
+
+
+def _prepare_environment() -> None:
+    # Spark otherwise binds to the first non-loopback interface it finds.
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    # Python workers must run this interpreter: a system python3 lacks pyarrow and this package.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
+    """Return the active SparkSession, creating it if needed, with our data sources registered.
+
+    Timestamps are handled in UTC throughout (``spark.sql.session.timeZone=UTC``): queue state
+    from several servers is compared on one clock.
+    """
+    _prepare_environment()
+    from pyspark.sql import SparkSession
+
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    else:
+        master = os.environ.get("MQF_SPARK_MASTER", "local[*]")
+        log_config = Path(__file__).with_name("log4j2.properties")
+        builder = (
+            SparkSession.builder.master(master)
+            .appName(app_name)
+            .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
+            .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.python.filterPushdown.enabled", "true")
+            .config("spark.ui.enabled", "true" if ui else "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            # Audits shuffle small frames; 200 partitions would mostly schedule empty tasks.
+            .config("spark.sql.shuffle.partitions", os.environ.get("MQF_SHUFFLE_PARTITIONS", "8"))
+            .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
+        )
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
+    register_data_sources(spark)
+    return spark
+
+
+def register_data_sources(spark: SparkSession) -> None:
+    """Register every Python data source of the project on `spark` (registration is per session)."""
+    from mqforensics.blobstore import BlobListingSource
+    from mqforensics.cassandra_scan import CassandraScanSource
+
+    for source in (BlobListingSource, CassandraScanSource):
+        spark.dataSource.register(source)
