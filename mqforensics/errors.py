@@ -43,15 +43,15 @@ class ServiceStartError(MqfError):
 
 
 def explain(exc: BaseException) -> str | None:
-    """The one-line message of the toolkit error inside `exc`, however deeply it was wrapped."""
+    """``Kind: message`` of the toolkit error inside `exc`, however deeply it was wrapped."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, MqfError):
-            return str(current)
+            return f"{type(current).__name__}: {current.message}"
         match = _MARKER.search(str(current))
         if match:
-            return match.group(0)
+            return f"{match.group('kind')}: {match.group('message')}"
         current = current.__cause__ or current.__context__
     return None

@@ -1,0 +1,71 @@
+"""Shared fixtures: one local SparkSession and real servers, started once per test session.
+
+Servers are started on first use by the harness (mqforensics.services) on 127.0.0.1 in a fresh
+temporary directory, and stopped when the session ends; their logs are kept and their location
+printed when anything failed. A server that cannot start fails every test that needs it, with the
+reason and the log's tail: there is no silent skip.
+
+Set MQF_TEST_SERVICES_DIR to a harness root (e.g. `.services` after `make services`) to run the
+tests against those long-lived servers instead; they are then left running.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mqforensics.errors import MqfError, explain
+from mqforensics.services.harness import Harness, TestSession
+
+_harness: Harness | None = None
+_start_failed = False
+
+
+def harness() -> Harness:
+    global _harness
+    if _harness is None:
+        shared = os.environ.get("MQF_TEST_SERVICES_DIR")
+        _harness = Harness(Path(shared)) if shared else TestSession()
+    return _harness
+
+
+def _server(name: str) -> dict:
+    global _start_failed
+    try:
+        return harness().ensure(name)
+    except MqfError as exc:
+        _start_failed = True
+        pytest.fail(
+            f"{name} could not be started for this test session: {explain(exc)}", pytrace=False
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if isinstance(_harness, TestSession):
+        kept = _harness.close(keep_logs=bool(exitstatus) or _start_failed)
+        if kept is not None:
+            print(f"\nserver logs of this test session kept in {kept}")
+
+
+@pytest.fixture(scope="session")
+def cassandra() -> dict:
+    """Connection info of the session's real Cassandra 5.0 (host, port, username, password)."""
+    return _server("cassandra")
+
+
+@pytest.fixture(scope="session")
+def s3() -> dict:
+    """Connection info of the session's real SeaweedFS S3 gateway (endpoint, keys, region)."""
+    return _server("seaweedfs")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of the test session, with the project's data sources."""
+    from mqforensics.spark import session
+
+    spark = session("mqforensics-tests", ui=False)
+    yield spark
+    spark.stop()

@@ -1,0 +1,123 @@
+"""The harness's process handling, with a stand-in server process (no real server needed)."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mqforensics.errors import ServiceStartError
+from mqforensics.services.harness import reap_dead_sessions
+from mqforensics.services.process import ServerDir, launch, pid_alive, port_open, stop
+
+SLEEPER = "import sys, time; print('serving', sys.argv[1], flush=True); time.sleep(600)"
+
+
+def fresh(tmp_path, name="fake") -> ServerDir:
+    server = ServerDir(tmp_path / name)
+    server.reset()
+    return server
+
+
+def start_sleeper(server: ServerDir) -> int:
+    # The server directory is on the command line, as for every real server the harness starts.
+    return launch(
+        server, [sys.executable, "-c", SLEEPER, str(server.path)], ready=lambda: True, timeout=10
+    )
+
+
+def wait_dead(pid: int) -> bool:
+    for _ in range(50):
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_launch_records_the_pid_and_stop_ends_the_process(tmp_path):
+    server = fresh(tmp_path)
+    pid = start_sleeper(server)
+    assert server.owned_pid() == pid
+    assert stop(server, grace=2)
+    assert wait_dead(pid)
+    assert not server.pid_file.exists()
+    assert not stop(server)  # stopping twice is harmless
+
+
+def test_reap_kills_an_orphan_left_by_a_killed_run(tmp_path):
+    server = fresh(tmp_path)
+    pid = start_sleeper(server)
+    # A new harness on the same directory finds the orphan through the pid file.
+    assert ServerDir(server.path).reap()
+    assert wait_dead(pid)
+
+
+def test_reap_never_kills_an_unrelated_process_that_reused_the_pid(tmp_path):
+    server = fresh(tmp_path)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        server.pid_file.write_text(f"{other.pid}\n")  # stale pid, now someone else's
+        assert server.owned_pid() is None
+        assert not server.reap()
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_server_that_exits_while_starting_is_a_clear_error_naming_its_log(tmp_path):
+    server = fresh(tmp_path)
+    argv = [sys.executable, "-c", "print('bind: address already in use'); raise SystemExit(3)"]
+    with pytest.raises(ServiceStartError) as caught:
+        launch(server, argv, ready=lambda: False, timeout=10)
+    message = str(caught.value)
+    assert "exited with status 3" in message
+    assert str(server.logs / "stdout.log") in message
+    assert "address already in use" in message
+
+
+def test_a_server_that_never_gets_ready_is_killed(tmp_path):
+    server = fresh(tmp_path)
+    with pytest.raises(ServiceStartError, match="not ready after 1s"):
+        launch(
+            server,
+            [sys.executable, "-c", SLEEPER, str(server.path)],
+            ready=lambda: False,
+            timeout=1,
+        )
+    assert wait_dead(server.recorded_pid())
+
+
+def test_sessions_whose_owner_died_are_reaped_and_their_data_dropped(tmp_path):
+    dead_owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_owner.wait()
+    root = tmp_path / f"session-{dead_owner.pid}-x"
+    server = fresh(root, "cassandra")
+    (root / "owner").write_text(f"{dead_owner.pid}\n")
+    (server.data / "sstable").write_bytes(b"x" * 10)
+    (server.logs / "system.log").write_text("why it failed\n")
+    pid = start_sleeper(server)
+
+    assert reap_dead_sessions(tmp_path) == [root]
+    assert wait_dead(pid)
+    assert not server.data.exists()
+    assert (server.logs / "system.log").read_text() == "why it failed\n"
+
+
+def test_sessions_of_a_live_owner_are_left_alone(tmp_path):
+    root = tmp_path / "session-live"
+    server = fresh(root, "seaweedfs")
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (root / "owner").write_text(f"{owner.pid}\n")
+        pid = start_sleeper(server)
+        assert reap_dead_sessions(tmp_path) == []
+        assert pid_alive(pid)
+    finally:
+        owner.kill()
+        owner.wait()
+        stop(server, grace=1)
+
+
+def test_port_probe():
+    assert not port_open(1)
