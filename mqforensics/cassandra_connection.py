@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqforensics.errors import AuthenticationFailed, ConfigError, ServerUnavailable
+from mqforensics.errors import AuthenticationFailed, ConfigError, InputError, ServerUnavailable
 
 DEFAULT_PORT = 9042
 
@@ -96,14 +96,23 @@ class CassandraEndpoint:
             float(options.get("request_timeout", 30.0)),
         )
 
-    def connect(self, keyspace: str | None = None) -> tuple[Any, Any]:
+    def connect(
+        self, keyspace: str | None = None, *, schema_metadata: bool = True
+    ) -> tuple[Any, Any]:
         """(cluster, session); raises AuthenticationFailed or ServerUnavailable, never driver soup.
 
+        ``schema_metadata=False`` skips the driver's fetch of the whole schema, which halves the
+        connect time; scans do not need it (range queries cannot be routed by token anyway).
         The caller shuts the cluster down (``cluster.shutdown()``).
         """
         from cassandra import AuthenticationFailed as DriverAuthFailed
         from cassandra.auth import PlainTextAuthProvider
-        from cassandra.cluster import Cluster, NoHostAvailable
+        from cassandra.cluster import (
+            EXEC_PROFILE_DEFAULT,
+            Cluster,
+            ExecutionProfile,
+            NoHostAvailable,
+        )
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
         auth = (
@@ -111,37 +120,46 @@ class CassandraEndpoint:
             if self.username is not None
             else None
         )
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(self.local_dc)),
+            request_timeout=self.request_timeout,
+        )
         cluster = Cluster(
             list(self.hosts),
             port=self.port,
             auth_provider=auth,
             connect_timeout=self.connect_timeout,
             control_connection_timeout=self.connect_timeout,
-            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(self.local_dc)),
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             protocol_version=5,
+            schema_metadata_enabled=schema_metadata,
         )
+        refused = f"Cassandra at {self.where} refused the credentials of user {self.username!r}"
         try:
-            session = cluster.connect(keyspace)
+            session = cluster.connect()
         except NoHostAvailable as exc:
             cluster.shutdown()
             if any(_is_auth_error(e) for e in exc.errors.values()):
-                raise AuthenticationFailed(
-                    f"Cassandra at {self.where} refused the credentials of user {self.username!r}"
-                ) from None
+                raise AuthenticationFailed(refused) from None
             raise ServerUnavailable(
                 f"Cassandra at {self.where} is unreachable ({_first_reason(exc.errors)})"
             ) from None
         except DriverAuthFailed:
             cluster.shutdown()
-            raise AuthenticationFailed(
-                f"Cassandra at {self.where} refused the credentials of user {self.username!r}"
-            ) from None
+            raise AuthenticationFailed(refused) from None
         except Exception as exc:
             cluster.shutdown()
-            if type(exc).__name__ == "InvalidRequest" and keyspace:
-                raise ConfigError(f"keyspace {keyspace!r} does not exist at {self.where}") from None
             raise ServerUnavailable(f"Cassandra at {self.where}: {type(exc).__name__}") from None
-        session.default_timeout = self.request_timeout
+        if keyspace is not None:
+            # Checked first: the driver's own error for a missing keyspace is a pool failure.
+            known = {
+                r.keyspace_name
+                for r in session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
+            }
+            if keyspace not in known:
+                cluster.shutdown()
+                raise InputError(f"keyspace {keyspace!r} does not exist at {self.where}")
+            session.set_keyspace(keyspace)
         return cluster, session
 
 

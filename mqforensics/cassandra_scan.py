@@ -124,7 +124,7 @@ class CassandraScanSource(DataSource):
 
         keyspace, table = self._target()
         endpoint = CassandraEndpoint.from_options(self.options)
-        cluster, session = endpoint.connect()
+        cluster, session = endpoint.connect(schema_metadata=False)
         try:
             columns = _selected(table_columns(session, keyspace, table), self.options)
             udts = user_types(session, keyspace)
@@ -137,7 +137,7 @@ class CassandraScanSource(DataSource):
     def reader(self, schema: Any) -> CassandraScanReader:
         keyspace, table = self._target()
         endpoint = CassandraEndpoint.from_options(self.options)
-        cluster, session = endpoint.connect()
+        cluster, session = endpoint.connect(schema_metadata=False)
         try:
             columns = {c.name: c for c in table_columns(session, keyspace, table)}
             udts = user_types(session, keyspace)
@@ -207,7 +207,7 @@ class CassandraScanReader(DataSourceReader):
         key = ", ".join(_quote(n) for n in self.partition_key)
         lower = ">=" if partition.includes_lo else ">"
         endpoint = CassandraEndpoint.from_options(self.options)
-        cluster, session = endpoint.connect()
+        session = _worker_session(endpoint)
         try:
             query = (
                 f"SELECT {', '.join(_quote(n) for n, _ in self.columns)} "
@@ -242,8 +242,30 @@ class CassandraScanReader(DataSourceReader):
                         f"{self.keyspace}.{self.table} tokens ({partition.lo}, {partition.hi}]"
                     ) from None
                 raise
-        finally:
-            cluster.shutdown()
+        except BaseException:
+            _drop_worker_session(endpoint)
+            raise
+
+
+# Spark reuses Python workers across tasks (spark.python.worker.reuse), so one connection per
+# worker process and endpoint serves every token range that worker reads.
+_WORKER_SESSIONS: dict[CassandraEndpoint, tuple[Any, Any]] = {}
+
+
+def _worker_session(endpoint: CassandraEndpoint) -> Any:
+    if endpoint not in _WORKER_SESSIONS:
+        import atexit
+
+        cluster, session = endpoint.connect(schema_metadata=False)
+        _WORKER_SESSIONS[endpoint] = (cluster, session)
+        atexit.register(cluster.shutdown)
+    return _WORKER_SESSIONS[endpoint][1]
+
+
+def _drop_worker_session(endpoint: CassandraEndpoint) -> None:
+    cluster, _ = _WORKER_SESSIONS.pop(endpoint, (None, None))
+    if cluster is not None:
+        cluster.shutdown()
 
 
 def read_table(

@@ -207,8 +207,12 @@ def launch(
     )
 
 
-def stop(server: ServerDir, grace: float = 10.0) -> bool:
-    """Stop the server recorded in `server` (SIGTERM, then SIGKILL); True if one was running."""
+def stop(server: ServerDir, grace: float = 3.0) -> bool:
+    """Stop the server recorded in `server` (SIGTERM, then SIGKILL); True if one was running.
+
+    The harness's servers hold throwaway data, so the grace period is short (SeaweedFS does not
+    exit on SIGTERM within 10 s).
+    """
     pid = server.owned_pid()
     if pid is not None:
         _kill_group(pid, grace=grace)
