@@ -40,6 +40,7 @@ test: lint
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(PY) -m pytest --nbmake notebooks -q; fi
 
 lab: setup
+	@mkdir -p notebooks
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks
 
 # Long-lived servers for notebooks and manual work; state and logs in .services/.

@@ -54,16 +54,13 @@ def summarise_blobs(blobs: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from mqforensics.blobstore import read_blobs
-    from mqforensics.spark import session
+    from mqforensics.spark import describe, session
 
     if not args.dataset.is_dir():
         raise InputError(f"dataset directory {args.dataset} does not exist")
     started = time.monotonic()
     spark = session("mqforensics-demo")
-    print(
-        f"Spark {spark.version} ({spark.sparkContext.master}) started in "
-        f"{time.monotonic() - started:.1f}s"
-    )
+    print(f"Spark {spark.version} ({describe(spark)}) started in {time.monotonic() - started:.1f}s")
     blobs = read_blobs(spark, str(args.dataset))
     summary = {"dataset": str(args.dataset), **summarise_blobs(blobs)}
     print(f"Blob store {args.dataset}:")

@@ -62,6 +62,14 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
     return spark
 
 
+def describe(spark: SparkSession) -> str:
+    """Where `spark` runs: its master, or the Spark Connect URL (no SparkContext there)."""
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote and type(spark).__module__.startswith("pyspark.sql.connect"):
+        return f"Spark Connect {remote}"
+    return str(spark.sparkContext.master)
+
+
 def register_data_sources(spark: SparkSession) -> None:
     """Register every Python data source of the project on `spark` (registration is per session)."""
     from mqforensics.blobstore import BlobListingSource

@@ -62,6 +62,12 @@ def s3() -> dict:
 
 
 @pytest.fixture(scope="session")
+def spark_connect() -> dict:
+    """A real Spark Connect server (``remote``: its sc:// URL), local mode, on 127.0.0.1."""
+    return _server("spark-connect")
+
+
+@pytest.fixture(scope="session")
 def spark():
     """The one local SparkSession of the test session, with the project's data sources."""
     from mqforensics.spark import session

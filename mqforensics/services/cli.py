@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mqforensics.errors import ConfigError
 from mqforensics.services import cassandra
-from mqforensics.services.harness import STARTERS, Harness
+from mqforensics.services.harness import DEFAULT_SERVICES, STARTERS, Harness
 
 DEFAULT_ROOT = Path(os.environ.get("MQF_SERVICES_DIR", ".services"))
 
@@ -17,7 +17,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("services", help="start/stop the local test servers")
     parser.add_argument("action", choices=["up", "down", "status", "env", "fetch"])
     parser.add_argument(
-        "names", nargs="*", metavar="SERVICE", help=f"default: all ({', '.join(STARTERS)})"
+        "names",
+        nargs="*",
+        metavar="SERVICE",
+        help=f"any of {', '.join(STARTERS)} (default for up: {', '.join(DEFAULT_SERVICES)})",
     )
     parser.add_argument(
         "--root", type=Path, default=DEFAULT_ROOT, help="state directory (default: %(default)s)"
@@ -26,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    names = args.names or list(STARTERS)
+    names = args.names or list(DEFAULT_SERVICES if args.action == "up" else STARTERS)
     unknown = sorted(set(names) - set(STARTERS))
     if unknown:
         raise ConfigError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(STARTERS)}")

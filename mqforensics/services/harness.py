@@ -19,20 +19,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
-from mqforensics.services import cassandra, seaweedfs
-from mqforensics.services.process import ServerDir, pid_alive, stop
+from mqforensics.services import cassandra, seaweedfs, spark_connect
+from mqforensics.services.process import ServerDir, pid_alive, port_open, stop
 
 Starter = Callable[[ServerDir], dict]
 
 STARTERS: dict[str, Starter] = {
     "cassandra": cassandra.start,
     "seaweedfs": seaweedfs.start,
+    "spark-connect": spark_connect.start,
 }
+
+# What `mqforensics services up` starts when no service is named.
+DEFAULT_SERVICES = ("cassandra", "seaweedfs")
 
 # Whether a recorded server still answers, for reuse by a later command.
 PROBES: dict[str, Callable[[dict], bool]] = {
     "cassandra": lambda info: cassandra.cql_ready(int(info["port"])),
     "seaweedfs": lambda info: seaweedfs.s3_ready(str(info["endpoint"])),
+    "spark-connect": lambda info: port_open(int(str(info["remote"]).rsplit(":", 1)[1])),
 }
 
 SESSIONS_BASE = Path(tempfile.gettempdir()) / f"mqforensics-{os.getuid()}"
@@ -95,6 +100,9 @@ class Harness:
             env["AWS_ACCESS_KEY_ID"] = str(s3["access_key"])
             env["AWS_SECRET_ACCESS_KEY"] = str(s3["secret_key"])
             env["AWS_DEFAULT_REGION"] = str(s3["region"])
+        connect = self.running("spark-connect")
+        if connect:
+            env["SPARK_REMOTE"] = str(connect["remote"])
         return env
 
 
