@@ -36,7 +36,7 @@ test-unit: setup
 # starts on 127.0.0.1 and stops, and the notebooks under nbmake.
 test: lint
 	$(PY) -m mqforensics services fetch
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -v --durations=5
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(PY) -m pytest --nbmake notebooks -q; fi
 
 lab: setup

@@ -21,6 +21,7 @@ from mqforensics.services.harness import Harness, TestSession
 
 _harness: Harness | None = None
 _start_failed = False
+_used: dict[str, dict] = {}
 
 
 def harness() -> Harness:
@@ -34,12 +35,27 @@ def harness() -> Harness:
 def _server(name: str) -> dict:
     global _start_failed
     try:
-        return harness().ensure(name)
+        _used[name] = harness().ensure(name)
+        return _used[name]
     except MqfError as exc:
         _start_failed = True
         pytest.fail(
             f"{name} could not be started for this test session: {explain(exc)}", pytrace=False
         )
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Which real servers this session used, their versions and start-up times."""
+    lines = []
+    for name, info in _used.items():
+        if info:
+            where = info.get("endpoint") or info.get("remote") or f"{info['host']}:{info['port']}"
+            version = f" {info['version']}" if "version" in info else ""
+            lines.append(f"{name}{version} at {where}, ready in {info['startup_seconds']}s")
+    if lines:
+        terminalreporter.write_sep("-", "real servers used by this session")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
