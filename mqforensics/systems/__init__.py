@@ -1,0 +1,1 @@
+"""One package per mail system; everything specific to a system lives in its package."""

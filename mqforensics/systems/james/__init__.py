@@ -1,0 +1,1 @@
+"""Apache James distributed mail queue: Cassandra view tables, configuration history, blobs."""

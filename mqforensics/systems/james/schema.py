@@ -1,0 +1,58 @@
+"""The canonical frames of a James mail queue state, and the facts of James's schema.
+
+Column names are Cassandra's own, lower case (James creates the tables with unquoted camelCase
+identifiers, which Cassandra folds to lower case: ``enqueuedmailsv4.timerangestart``). Every
+reader (live Cassandra, cqlsh CSV exports, Parquet exports) produces exactly these schemas, so the
+checks never know where a frame came from. Source: apache/james-project
+``CassandraMailQueueViewDataDefinition.java`` (see docs/james.md).
+"""
+
+from __future__ import annotations
+
+KEYSPACE = "apache_james"
+
+# enqueuedMailsV4 since James 3.7.0 (JAMES-3629); enqueuedMailsV3 before, with the same columns
+# but non-frozen collections. A state carries rows of exactly one of them (see `table_version`).
+ENQUEUED_TABLES = ("enqueuedmailsv4", "enqueuedmailsv3")
+DELETED_TABLE = "deletedmailsv2"
+BROWSE_START_TABLE = "browsestart"
+CONTENT_START_TABLE = "contentstart"
+EVENT_STORE_TABLE = "eventstore"
+
+CONFIG_AGGREGATE = "CassandraMailQueueViewConfiguration"
+STORAGE_STRATEGY_AGGREGATE = "BlobStoreStorageStrategyConfiguration"
+
+# One row per enqueued mail. `table_version` is "v4" or "v3" (the table it was read from).
+ENTRIES = (
+    "queuename string, timerangestart timestamp, bucketid int, enqueueid string, "
+    "enqueuedtime timestamp, name string, state string, headerblobid string, bodyblobid string, "
+    "attributes map<string, binary>, errormessage string, sender string, "
+    "recipients array<string>, remotehost string, remoteaddr string, lastupdated timestamp, "
+    "perrecipientspecificheaders array<struct<_1: string, _2: string, _3: string>>, "
+    "table_version string"
+)
+ENTRY_COLUMNS = [c.split()[0] for c in ENTRIES.split(", ") if not c.startswith(("_2", "_3"))]
+
+# Presence of (queuename, enqueueid) means the mail was dequeued or deleted.
+DELETED = "queuename string, enqueueid string"
+
+BROWSE_START = "queuename string, browsestart timestamp"
+CONTENT_START = "queuename string, contentstart timestamp"
+
+# The eventstore rows of aggregate CassandraMailQueueViewConfiguration, parsed: one row per
+# ConfigurationChanged event, in eventid order. `slice_window_seconds` comes from the event's
+# decimal-seconds Duration ("sliceWindow": 3600.000000000).
+CONFIG_HISTORY = (
+    "eventid int, slice_window_seconds bigint, bucket_count int, update_browse_start_pace int"
+)
+
+# Raw eventstore rows as Cassandra holds them.
+EVENT_STORE = "aggregateid string, eventid int, snapshot int, event string"
+
+# Objects of the default blob bucket, with the blob id parsed (see blob_ids.py):
+# id_kind is one of "passthrough", "generation_aware", "minio_generation_aware", "legacy_hash",
+# "unknown"; family/generation are null unless generation-aware.
+BLOBS = (
+    "bucket string, key string, size bigint, last_modified timestamp, etag string, "
+    "storage_class string, id_kind string, family int, generation bigint, hash string"
+)

@@ -1,0 +1,41 @@
+"""A James mail queue state: the canonical frames (schema.py), and the instant it is judged at."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+@dataclass
+class JamesState:
+    """Every reader (live, cqlsh CSV, Parquet) returns one of these; checks only see this.
+
+    `as_of` is the instant age-based checks are judged at: the snapshot time for an export, now
+    for a live read (the CLI's ``--as-of`` overrides it). `source` describes where it came from.
+    """
+
+    entries: DataFrame
+    deleted: DataFrame
+    browse_start: DataFrame
+    content_start: DataFrame
+    config_history: DataFrame
+    as_of: dt.datetime
+    blobs: DataFrame | None = None
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def frames(self) -> dict[str, DataFrame]:
+        named = {
+            "entries": self.entries,
+            "deleted": self.deleted,
+            "browse_start": self.browse_start,
+            "content_start": self.content_start,
+            "config_history": self.config_history,
+        }
+        if self.blobs is not None:
+            named["blobs"] = self.blobs
+        return named
