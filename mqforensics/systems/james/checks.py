@@ -1,0 +1,565 @@
+"""Forensic checks of a James mail queue state: pure functions from JamesState to findings.
+
+Each check's exact condition is specified in docs/james.md; the docstrings say why it matters.
+Checks never read or write anything outside the frames they are given; the only driver-side
+collects are of the tiny configuration history and of per-queue aggregates.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, IntegerType
+
+from mqforensics import findings
+from mqforensics.errors import InputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from mqforensics.systems.james.state import JamesState
+
+SYSTEM = "james"
+BROWSE_START_HEALTH_GRACE = dt.timedelta(days=7)  # BrowseStartHealthCheck.GRACE_PERIOD
+SLICE_EARLY_TOLERANCE_SECONDS = 60
+MAILS_PER_SLICE_TARGET = 10_000  # ADR 31: "a slice holds about 10,000 emails"
+MAX_PINNING_LISTED = 20
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """What an audit is told about its context."""
+
+    stuck_after: dt.timedelta = dt.timedelta(days=1)
+    blob_grace: dt.timedelta = dt.timedelta(hours=1)
+    # Whether the blob reference sources given (the mail queue view) are all of James's
+    # referrers of the default bucket. Mailbox messages share it, so by default they are not.
+    references_complete: bool = False
+
+
+@dataclass(frozen=True)
+class ConfigEvent:
+    eventid: int
+    window: int
+    bucket_count: int
+    pace: int
+
+
+@dataclass
+class Context:
+    """Facts every check needs, computed once per audit."""
+
+    state: JamesState
+    options: AuditOptions
+    history: list[ConfigEvent]
+    entries: DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.history:
+            raise InputError(
+                "no CassandraMailQueueViewConfiguration event in the eventstore: cannot know the "
+                "slice window and bucket count"
+            )
+        self.entries = classify(self.state)
+
+    @property
+    def window(self) -> int:
+        return self.history[-1].window
+
+    @property
+    def as_of(self) -> dt.datetime:
+        return self.state.as_of
+
+
+def config_events(state: JamesState) -> list[ConfigEvent]:
+    rows = state.config_history.orderBy("eventid").collect()
+    return [
+        ConfigEvent(r.eventid, r.slice_window_seconds, r.bucket_count, r.update_browse_start_pace)
+        for r in rows
+    ]
+
+
+def classify(state: JamesState) -> DataFrame:
+    """Entries with `consumed` (a deletedmailsv2 marker exists) and their browse/content starts."""
+    markers = (
+        state.deleted.select("queuename", "enqueueid")
+        .distinct()
+        .withColumn("consumed", F.lit(True))
+    )
+    return (
+        state.entries.join(markers, ["queuename", "enqueueid"], "left")
+        .withColumn("consumed", F.coalesce(F.col("consumed"), F.lit(False)))
+        .join(state.browse_start, "queuename", "left")
+        .join(state.content_start, "queuename", "left")
+    )
+
+
+def _octets(column: str) -> Column:
+    return F.coalesce(F.octet_length(F.col(column)), F.lit(0)).cast("long")
+
+
+def metadata_bytes() -> Column:
+    """The bytes a view row stores about a mail (definition in docs/james.md)."""
+    strings = [
+        "name", "state", "sender", "errormessage", "remotehost", "remoteaddr",
+        "headerblobid", "bodyblobid",
+    ]  # fmt: skip
+    total = sum((_octets(c) for c in strings), F.lit(16).cast("long"))
+    recipients = F.aggregate(
+        F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
+        F.lit(0).cast("long"),
+        lambda acc, x: acc + F.coalesce(F.octet_length(x), F.lit(0)),
+    )
+    headers = F.aggregate(
+        F.coalesce(
+            F.col("perrecipientspecificheaders"),
+            F.array().cast("array<struct<_1:string,_2:string,_3:string>>"),
+        ),
+        F.lit(0).cast("long"),
+        lambda acc, t: (
+            acc
+            + F.coalesce(F.octet_length(t["_1"]), F.lit(0))
+            + F.coalesce(F.octet_length(t["_2"]), F.lit(0))
+            + F.coalesce(F.octet_length(t["_3"]), F.lit(0))
+        ),
+    )
+    attributes = F.coalesce(F.col("attributes"), F.create_map().cast("map<string,binary>"))
+    attribute_bytes = F.aggregate(
+        F.map_keys(attributes), F.lit(0).cast("long"), lambda acc, k: acc + F.octet_length(k)
+    ) + F.aggregate(
+        F.map_values(attributes),
+        F.lit(0).cast("long"),
+        lambda acc, v: acc + F.coalesce(F.length(v), F.lit(0)),
+    )
+    return total + recipients + headers + attribute_bytes
+
+
+def _iso(column: str) -> Column:
+    return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss'Z'")
+
+
+def partition_subject() -> Column:
+    return F.concat_ws("/", F.col("queuename"), _iso("timerangestart"), F.col("bucketid"))
+
+
+def _finding(
+    frame: DataFrame,
+    check: str,
+    severity: Column | str,
+    scope: str,
+    subject: Column,
+    as_of: dt.datetime,
+    detail: Column,
+    size: Column | None = None,
+    queue: Column | None = None,
+) -> DataFrame:
+    return frame.select(
+        F.lit(check).alias("check"),
+        (F.lit(severity) if isinstance(severity, str) else severity).alias("severity"),
+        F.lit(SYSTEM).alias("system"),
+        (queue if queue is not None else F.col("queuename")).cast("string").alias("queue"),
+        F.lit(scope).alias("scope"),
+        subject.cast("string").alias("subject"),
+        F.lit(as_of).cast("timestamp").alias("observed_at"),
+        (size if size is not None else F.lit(None)).cast("long").alias("bytes"),
+        # Null facts stay in the JSON (as null), so every finding of a check has the same keys.
+        F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
+    )
+
+
+def _blob_sizes(ctx: Context) -> DataFrame | None:
+    blobs = ctx.state.blobs
+    if blobs is None:
+        return None
+    return blobs.groupBy("key").agg(F.max("size").alias("blob_size"))
+
+
+def unreclaimed_slice(ctx: Context) -> DataFrame:
+    """Partitions James should have deleted but still holds: storage, tombstone load, and
+    personal data (addresses, headers) kept long after the mail left the queue."""
+    rows = ctx.entries.withColumn("metadata_bytes", metadata_bytes())
+    partition = ["queuename", "timerangestart", "bucketid"]
+    addresses = (
+        rows.select(*partition, F.explode(F.concat(F.array("sender"), "recipients")).alias("a"))
+        .where(F.col("a").isNotNull())
+        .groupBy(*partition)
+        .agg(F.countDistinct("a").alias("addresses"))
+    )
+    per_partition = (
+        rows.groupBy(*partition, "browsestart", "contentstart")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.when(~F.col("consumed"), 1).otherwise(0)).alias("live_rows"),
+            F.sum("metadata_bytes").alias("metadata_bytes"),
+        )
+        .join(addresses, partition, "left")
+    )
+    sizes = _blob_sizes(ctx)
+    if sizes is None:
+        per_partition = per_partition.withColumn("blob_bytes", F.lit(None).cast("long"))
+    else:
+        keys = rows.select(
+            *partition, F.explode(F.array("headerblobid", "bodyblobid")).alias("key")
+        )
+        blob_bytes = (
+            keys.where(F.col("key").isNotNull())
+            .distinct()
+            .join(sizes, "key")
+            .groupBy(*partition)
+            .agg(F.sum("blob_size").alias("blob_bytes"))
+        )
+        per_partition = per_partition.join(blob_bytes, partition, "left").withColumn(
+            "blob_bytes", F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
+        )
+    trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
+    all_consumed = F.col("live_rows") == 0
+    reason = (
+        F.when(c.isNotNull() & (trs < c), "before_content_start")
+        .when(c.isNotNull() & (trs >= c) & (trs < b) & all_consumed, "cleanup_pending")
+        .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
+    )
+    flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
+    detail = F.struct(
+        "reason",
+        "rows",
+        "live_rows",
+        "metadata_bytes",
+        "blob_bytes",
+        F.coalesce(F.col("addresses"), F.lit(0)).alias("addresses"),
+        _iso("browsestart").alias("browse_start"),
+        _iso("contentstart").alias("content_start"),
+    )
+    return _finding(
+        flagged,
+        "unreclaimed_slice",
+        F.when(F.col("reason") == "cleanup_pending", "info").otherwise("warning"),
+        "partition",
+        partition_subject(),
+        ctx.as_of,
+        detail,
+        F.col("metadata_bytes") + F.coalesce(F.col("blob_bytes"), F.lit(0)),
+    )
+
+
+def stale_browse_start(ctx: Context) -> DataFrame:
+    """A browseStart that does not advance makes every browse, getSize and delete re-read old
+    slices (and their tombstones), and blocks the cleanup of everything after it."""
+    live = ctx.entries.where(~F.col("consumed"))
+    oldest = live.groupBy("queuename").agg(F.min("timerangestart").alias("oldest_live_slice"))
+    visible = live.where(F.col("timerangestart") >= F.col("browsestart"))
+    oldest_visible = visible.groupBy("queuename").agg(
+        F.min("timerangestart").alias("oldest_visible_slice")
+    )
+    pinning = (
+        visible.where(F.col("timerangestart") == F.col("browsestart"))
+        .groupBy("queuename")
+        .agg(
+            F.slice(
+                F.transform(
+                    F.array_sort(F.collect_list(F.struct("enqueuedtime", "enqueueid"))),
+                    lambda s: s["enqueueid"],
+                ),
+                1,
+                MAX_PINNING_LISTED,
+            ).alias("pinning")
+        )
+    )
+    as_of = F.lit(ctx.as_of).cast("timestamp")
+    age = as_of.cast("long") - F.col("browsestart").cast("long")
+    queues = (
+        ctx.state.browse_start.join(oldest, "queuename", "left")
+        .join(oldest_visible, "queuename", "left")
+        .join(pinning, "queuename", "left")
+    )
+    too_old = age > int(BROWSE_START_HEALTH_GRACE.total_seconds())
+    lagging = F.col("oldest_live_slice").isNotNull() & (
+        F.col("browsestart").cast("long") < F.col("oldest_live_slice").cast("long") - ctx.window
+    )
+    reason = (
+        F.when(F.col("oldest_visible_slice").isNull(), "queue_empty")
+        .when(F.col("pinning").isNotNull(), "pinned")
+        .otherwise("lagging")
+    )
+    flagged = queues.where(too_old | lagging).withColumn("reason", reason)
+    detail = F.struct(
+        "reason",
+        _iso("browsestart").alias("browse_start"),
+        _iso("oldest_live_slice").alias("oldest_live_slice"),
+        age.alias("age_seconds"),
+        F.coalesce(F.col("pinning"), F.array().cast("array<string>")).alias("pinning"),
+    )
+    return _finding(
+        flagged, "stale_browse_start", "warning", "queue", F.col("queuename"), ctx.as_of, detail
+    )
+
+
+def invisible_mail(ctx: Context) -> DataFrame:
+    """Live mails before browseStart: James can no longer browse, count, delete or republish
+    them, yet their data and blobs are kept."""
+    mails = ctx.entries.where(~F.col("consumed") & (F.col("timerangestart") < F.col("browsestart")))
+    detail = F.struct(
+        _iso("timerangestart").alias("slice"),
+        _iso("browsestart").alias("browse_start"),
+        _iso("enqueuedtime").alias("enqueued_time"),
+        "name",
+    )
+    return _finding(mails, "invisible_mail", "error", "mail", F.col("enqueueid"), ctx.as_of, detail)
+
+
+def _duration_text(value: dt.timedelta) -> str:
+    seconds = int(value.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def stuck_mail(ctx: Context) -> DataFrame:
+    """Live mails older than the threshold: most likely lost from RabbitMQ (never delivered)."""
+    cutoff = ctx.as_of - ctx.options.stuck_after
+    older_than = _duration_text(ctx.options.stuck_after)
+    mails = ctx.entries.where(
+        ~F.col("consumed") & (F.col("enqueuedtime") < F.lit(cutoff).cast("timestamp"))
+    )
+    republish = F.concat(
+        F.lit("POST /mailQueues/"),
+        F.col("queuename"),
+        F.lit(f"?action=RepublishNotProcessedMails&olderThan={older_than}"),
+    )
+    visible = F.col("browsestart").isNull() | (F.col("timerangestart") >= F.col("browsestart"))
+    detail = F.struct(
+        _iso("enqueuedtime").alias("enqueued_time"),
+        (
+            F.lit(ctx.as_of).cast("timestamp").cast("long") - F.col("enqueuedtime").cast("long")
+        ).alias("age_seconds"),
+        republish.alias("republish"),
+        visible.alias("visible"),
+        "name",
+    )
+    return _finding(mails, "stuck_mail", "error", "mail", F.col("enqueueid"), ctx.as_of, detail)
+
+
+def _referenced_keys(ctx: Context) -> DataFrame:
+    return (
+        ctx.state.entries.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key"))
+        .where(F.col("key").isNotNull())
+        .distinct()
+    )
+
+
+def orphaned_blob(ctx: Context) -> DataFrame:
+    """Blobs no queue row references: cost, and mail content kept with nothing pointing at it
+    (a privacy liability). Deletable only when every referrer is known and the id is not
+    deduplicated (a deduplicated blob may be shared with mailbox messages)."""
+    blobs = ctx.state.blobs
+    if blobs is None:
+        return findings.empty(ctx.state.entries.sparkSession)
+    cutoff = F.lit(ctx.as_of - ctx.options.blob_grace).cast("timestamp")
+    complete = ctx.options.references_complete
+    orphans = blobs.where(F.col("last_modified") < cutoff).join(
+        _referenced_keys(ctx), "key", "left_anti"
+    )
+    detail = F.struct(
+        "bucket",
+        "id_kind",
+        F.lit(complete).alias("references_complete"),
+        (F.lit(complete) & (F.col("id_kind") == "passthrough")).alias("deletable"),
+        F.date_format("last_modified", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("last_modified"),
+    )
+    return _finding(
+        orphans,
+        "orphaned_blob",
+        "warning" if complete else "info",
+        "blob",
+        F.col("key"),
+        ctx.as_of,
+        detail,
+        F.col("size"),
+        queue=F.lit(None),
+    )
+
+
+def dangling_blob_ref(ctx: Context) -> DataFrame:
+    """Live mails whose header or body blob is gone: James cannot deliver or browse them
+    (ObjectNotFoundException, the message is dead-lettered)."""
+    blobs = ctx.state.blobs
+    if blobs is None:
+        return findings.empty(ctx.state.entries.sparkSession)
+    keys = blobs.select(F.col("key").alias("k")).distinct()
+    live = ctx.entries.where(~F.col("consumed"))
+    with_presence = (
+        live.join(keys.withColumnRenamed("k", "headerblobid").withColumn("h", F.lit(True)),
+                  "headerblobid", "left")
+        .join(keys.withColumnRenamed("k", "bodyblobid").withColumn("b", F.lit(True)),
+              "bodyblobid", "left")
+    )  # fmt: skip
+    missing = F.filter(
+        F.array(
+            F.when(F.col("h").isNull(), F.col("headerblobid")),
+            F.when(F.col("b").isNull(), F.col("bodyblobid")),
+        ),
+        lambda x: x.isNotNull(),
+    )
+    dangling = with_presence.withColumn("missing", missing).where(F.size("missing") > 0)
+    return _finding(
+        dangling,
+        "dangling_blob_ref",
+        "error",
+        "mail",
+        F.col("enqueueid"),
+        ctx.as_of,
+        F.struct("missing", "name"),
+    )
+
+
+def bucket_mismatch(ctx: Context) -> DataFrame:
+    """Rows in a bucket James would never compute for their name: browse still finds them,
+    but they reveal a foreign writer, corruption or a bucket-count history we do not know."""
+    from mqforensics.systems.james.java_hash import bucket_id
+
+    counts = sorted({e.bucket_count for e in ctx.history})
+
+    @F.udf(returnType=BooleanType())
+    def consistent(name, bucket):  # type: ignore[no-untyped-def]
+        if name is None or bucket is None:
+            return False
+        return any(bucket_id(name, n) == bucket for n in counts)
+
+    @F.udf(returnType=IntegerType())
+    def expected(name):  # type: ignore[no-untyped-def]
+        return None if name is None else bucket_id(name, counts[-1])
+
+    rows = ctx.state.entries.where(~consistent(F.col("name"), F.col("bucketid")))
+    detail = F.struct(
+        "bucketid",
+        expected(F.col("name")).alias("expected_bucket"),
+        F.lit(counts[-1]).alias("bucket_count"),
+        "name",
+    )
+    return _finding(rows, "bucket_mismatch", "warning", "mail", F.col("enqueueid"), ctx.as_of,
+                    detail)  # fmt: skip
+
+
+def slice_mismatch(ctx: Context) -> DataFrame:
+    """Rows whose slice start is not one James computes: browse may never visit them."""
+    windows = sorted({e.window for e in ctx.history})
+    largest = windows[-1]
+    epoch = F.col("timerangestart").cast("long")
+    # Whole seconds only: a fractional timestamp is never a slice start.
+    whole = F.unix_micros(F.col("timerangestart")) % 1_000_000 == 0
+    aligned = whole & F.exists(F.array(*[F.lit(w) for w in windows]), lambda w: epoch % w == 0)
+    enqueued = F.unix_micros(F.col("enqueuedtime"))
+    start = F.unix_micros(F.col("timerangestart"))
+    in_range = (enqueued >= start - SLICE_EARLY_TOLERANCE_SECONDS * 1_000_000) & (
+        enqueued < start + largest * 1_000_000
+    )
+    rows = ctx.state.entries.where(~aligned | ~in_range)
+    detail = F.struct(
+        _iso("timerangestart").alias("slice"),
+        _iso("enqueuedtime").alias("enqueued_time"),
+        aligned.alias("aligned"),
+        F.array(*[F.lit(w) for w in windows]).alias("windows"),
+    )
+    return _finding(rows, "slice_mismatch", "warning", "mail", F.col("enqueueid"), ctx.as_of,
+                    detail)  # fmt: skip
+
+
+def config_violation(ctx: Context) -> DataFrame:
+    """Configuration changes James forbids (its start-up check fails on them): slices or buckets
+    written under them cannot be enumerated correctly."""
+    rows = []
+    for previous, event in zip(ctx.history, ctx.history[1:], strict=False):
+        problems = []
+        if event.window > previous.window or previous.window % event.window != 0:
+            problems.append(
+                f"sliceWindow {previous.window}s -> {event.window}s: may only shrink to a divisor"
+            )
+        if event.bucket_count < previous.bucket_count:
+            problems.append(
+                f"bucketCount {previous.bucket_count} -> {event.bucket_count}: may only grow"
+            )
+        if problems:
+            rows.append(
+                findings.Finding(
+                    "config_violation", "error", SYSTEM, None, "config",
+                    f"eventid {event.eventid}", ctx.as_of, None,
+                    {"problems": problems, "previous_eventid": previous.eventid},
+                )
+            )  # fmt: skip
+    return findings.to_frame(ctx.state.entries.sparkSession, rows)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def config_advice(ctx: Context) -> DataFrame:
+    """Settings that fit the observed traffic: slices of about 10,000 mails (ADR 31), and a
+    browse-start update about once per slice (rabbitmq.properties guidance)."""
+    peaks = (
+        ctx.state.entries.groupBy("queuename", F.date_trunc("hour", "enqueuedtime").alias("hour"))
+        .count()
+        .groupBy("queuename")
+        .agg(F.max("count").alias("peak"))
+        .collect()
+    )
+    current = ctx.history[-1]
+    rows = []
+    for row in sorted(peaks, key=lambda r: r.queuename):
+        peak = int(row.peak)
+        fits = [d for d in _divisors(current.window) if peak * d / 3600 <= MAILS_PER_SLICE_TARGET]
+        window = max(fits) if fits else 1
+        buckets = current.bucket_count
+        while peak * window / 3600 / buckets > MAILS_PER_SLICE_TARGET:
+            buckets *= 2
+        pace = max(1, round(peak * window / 3600))
+        rows.append(
+            findings.Finding(
+                "config_advice", "info", SYSTEM, row.queuename, "queue", row.queuename,
+                ctx.as_of, None,
+                {
+                    "peak_mails_per_hour": peak,
+                    "slice_window_seconds": current.window,
+                    "recommended_slice_window_seconds": window,
+                    "bucket_count": current.bucket_count,
+                    "recommended_bucket_count": buckets,
+                    "update_browse_start_pace": current.pace,
+                    "recommended_update_browse_start_pace": pace,
+                },
+            )
+        )  # fmt: skip
+    return findings.to_frame(ctx.state.entries.sparkSession, rows)
+
+
+Check = Callable[[Context], "DataFrame"]
+
+CHECKS: dict[str, Check] = {
+    "unreclaimed_slice": unreclaimed_slice,
+    "stale_browse_start": stale_browse_start,
+    "invisible_mail": invisible_mail,
+    "stuck_mail": stuck_mail,
+    "orphaned_blob": orphaned_blob,
+    "dangling_blob_ref": dangling_blob_ref,
+    "bucket_mismatch": bucket_mismatch,
+    "slice_mismatch": slice_mismatch,
+    "config_violation": config_violation,
+    "config_advice": config_advice,
+}
+
+
+def run_checks(
+    state: JamesState, options: AuditOptions | None = None, only: list[str] | None = None
+) -> DataFrame:
+    """Every check (or `only` those named) on `state`, as one findings frame."""
+    unknown = sorted(set(only or []) - set(CHECKS))
+    if unknown:
+        raise InputError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    ctx = Context(state, options or AuditOptions(), config_events(state))
+    selected = [CHECKS[name] for name in (only or CHECKS)]
+    return findings.union_all(state.entries.sparkSession, (check(ctx) for check in selected))

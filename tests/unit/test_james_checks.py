@@ -1,0 +1,225 @@
+"""James checks on a tiny hand-built state: each planted row, and exactly its findings."""
+
+import datetime as dt
+import json
+import uuid
+
+import pytest
+
+from mqforensics.errors import InputError
+from mqforensics.systems.james import schema
+from mqforensics.systems.james.checks import AuditOptions, run_checks
+from mqforensics.systems.james.java_hash import bucket_id
+from mqforensics.systems.james.state import JamesState
+
+UTC = dt.UTC
+AS_OF = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def at(day: int, hour: int, minute: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 11, day, hour, minute, tzinfo=UTC)
+
+
+class Builder:
+    def __init__(self):
+        self.entries, self.deleted, self.blobs = [], [], []
+        self.counter = 0
+
+    def mail(
+        self,
+        queue,
+        trs,
+        enqueued,
+        *,
+        consumed=False,
+        bucket=None,
+        blobs=True,
+        missing_body=False,
+        sender="alice@example.org",
+        recipients=("bob@example.com",),
+    ):
+        self.counter += 1
+        ident = str(uuid.UUID(int=self.counter))
+        name = f"Mail{1_700_000_000_000 + self.counter}-abcdefghijklmnopqrst"
+        header, body = f"h-{ident}", f"b-{ident}"
+        self.entries.append((
+            queue, trs, bucket_id(name, 1) if bucket is None else bucket, ident, enqueued, name,
+            "root", header, body, {"k": b"v"}, None, sender, list(recipients), "host", "10.0.0.1",
+            None, [(recipients[0], "X-H", "1")], "v4",
+        ))  # fmt: skip
+        if consumed:
+            self.deleted.append((queue, ident))
+        if blobs:
+            self.blob(header, 100, at(1, 0))
+            if not missing_body:
+                self.blob(body, 1000, at(1, 0))
+        return ident
+
+    def blob(self, key, size, modified):
+        self.blobs.append(("default", key, size, modified, None, None, "passthrough", None, None,
+                           None))  # fmt: skip
+
+    def state(self, spark, browse, content, history, with_blobs=True):
+        return JamesState(
+            entries=spark.createDataFrame(self.entries, schema.ENTRIES),
+            deleted=spark.createDataFrame(self.deleted, schema.DELETED),
+            browse_start=spark.createDataFrame(list(browse.items()), schema.BROWSE_START),
+            content_start=spark.createDataFrame(list(content.items()), schema.CONTENT_START),
+            config_history=spark.createDataFrame(history, schema.CONFIG_HISTORY),
+            blobs=spark.createDataFrame(self.blobs, schema.BLOBS) if with_blobs else None,
+            as_of=AS_OF,
+        )
+
+
+HISTORY = [(0, 7200, 1, 1000), (1, 3600, 1, 1000)]
+
+
+@pytest.fixture(scope="module")
+def planted(spark):
+    b = Builder()
+    ids = {}
+    # spool: contentStart 08:00, browseStart 10:00 (today).
+    ids["before_content"] = b.mail("spool", at(21, 6), at(21, 6, 5), consumed=True, blobs=False)
+    ids["pending"] = b.mail("spool", at(21, 9), at(21, 9, 5), consumed=True, blobs=False)
+    ids["invisible"] = b.mail("spool", at(21, 8), at(21, 8, 5))
+    ids["fine"] = b.mail("spool", at(21, 10), at(21, 10, 5))
+    ids["wrong_bucket"] = b.mail("spool", at(21, 11), at(21, 11, 1), bucket=3)
+    ids["misaligned"] = b.mail("spool", at(21, 10, 30), at(21, 10, 31), consumed=True,
+                               blobs=False)  # fmt: skip
+    ids["dangling"] = b.mail("spool", at(21, 11), at(21, 11, 2), missing_body=True)
+    # outgoing: no contentStart (never cleaned), browseStart 11.5 days old, pinned by a stuck mail.
+    ids["never_cleaned"] = b.mail("outgoing", at(9, 0), at(9, 0, 1), consumed=True, blobs=False)
+    ids["stuck"] = b.mail("outgoing", at(10, 0), at(10, 0, 10))
+    # bounces: empty queue with an old browseStart; a consumed mail after it is fine.
+    ids["bounced"] = b.mail("bounces", at(15, 0), at(15, 0, 3), consumed=True, blobs=False)
+    b.blob("orphan-old", 4242, at(20, 0))
+    b.blob("orphan-young", 7, at(21, 11, 30))  # inside the one-hour grace: not reported
+    state = b.state(
+        spark,
+        browse={"spool": at(21, 10), "outgoing": at(10, 0), "bounces": at(1, 0)},
+        content={"spool": at(21, 8)},
+        history=HISTORY,
+    )
+    return state, ids
+
+
+def by_check(frame):
+    rows = frame.collect()
+    result = {}
+    for row in rows:
+        result.setdefault(row.check, {})[row.subject] = row
+    return result
+
+
+def test_every_planted_row_gives_exactly_its_findings(planted):
+    state, ids = planted
+    found = by_check(run_checks(state))
+    subjects = {check: sorted(rows) for check, rows in found.items()}
+    assert subjects == {
+        "unreclaimed_slice": sorted([
+            "spool/2026-11-21T06:00:00Z/0", "spool/2026-11-21T09:00:00Z/0",
+            "outgoing/2026-11-09T00:00:00Z/0",
+        ]),
+        "stale_browse_start": ["bounces", "outgoing"],
+        "invisible_mail": [ids["invisible"]],
+        "stuck_mail": [ids["stuck"]],
+        "orphaned_blob": ["orphan-old"],
+        "dangling_blob_ref": [ids["dangling"]],
+        "bucket_mismatch": [ids["wrong_bucket"]],
+        "slice_mismatch": [ids["misaligned"]],
+        "config_advice": ["bounces", "outgoing", "spool"],
+    }  # fmt: skip
+    unreclaimed = found["unreclaimed_slice"]
+    reasons = {s: json.loads(r.detail)["reason"] for s, r in unreclaimed.items()}
+    assert reasons == {
+        "spool/2026-11-21T06:00:00Z/0": "before_content_start",
+        "spool/2026-11-21T09:00:00Z/0": "cleanup_pending",
+        "outgoing/2026-11-09T00:00:00Z/0": "never_cleaned",
+    }
+    assert unreclaimed["spool/2026-11-21T09:00:00Z/0"].severity == "info"
+    stale = {s: json.loads(r.detail) for s, r in found["stale_browse_start"].items()}
+    assert stale["outgoing"]["reason"] == "pinned"
+    assert stale["outgoing"]["pinning"] == [ids["stuck"]]
+    assert stale["bounces"]["reason"] == "queue_empty"
+    stuck = json.loads(found["stuck_mail"][ids["stuck"]].detail)
+    assert stuck["republish"] == (
+        "POST /mailQueues/outgoing?action=RepublishNotProcessedMails&olderThan=1d"
+    )
+    assert stuck["visible"] is True
+    assert json.loads(found["dangling_blob_ref"][ids["dangling"]].detail)["missing"] == [
+        f"b-{ids['dangling']}"
+    ]
+    orphan = found["orphaned_blob"]["orphan-old"]
+    assert (orphan.severity, orphan.bytes) == ("info", 4242)
+    assert json.loads(orphan.detail)["deletable"] is False  # reference set not known complete
+
+
+def test_unreclaimed_slice_counts_exact_bytes_and_addresses(planted):
+    state, ids = planted
+    found = by_check(run_checks(state, only=["unreclaimed_slice"]))
+    detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
+    name = f"Mail{1_700_000_000_000 + 1}-abcdefghijklmnopqrst"
+    # name, state, sender, remotehost, remoteaddr, two blob ids, one recipient, one header
+    # tuple, one attribute (key + value), and 16 for the enqueueId.
+    ident = ids["before_content"]
+    expected = (
+        len(name) + len("root") + len("alice@example.org") + len("host") + len("10.0.0.1")
+        + len(f"h-{ident}") + len(f"b-{ident}") + len("bob@example.com")
+        + len("bob@example.com") + len("X-H") + len("1") + len("k") + len("v") + 16
+    )  # fmt: skip
+    assert detail["metadata_bytes"] == expected
+    assert detail["addresses"] == 2
+    assert detail["rows"] == 1 and detail["live_rows"] == 0
+    assert detail["blob_bytes"] == 0  # its blobs were deleted at dequeue (passthrough)
+
+
+def test_complete_references_make_passthrough_orphans_deletable(planted):
+    state, _ = planted
+    options = AuditOptions(references_complete=True)
+    row = run_checks(state, options, only=["orphaned_blob"]).collect()[0]
+    assert row.severity == "warning"
+    assert json.loads(row.detail)["deletable"] is True
+
+
+def test_without_blobs_no_blob_checks_run(planted, spark):
+    state, _ = planted
+    state = JamesState(**{**state.__dict__, "blobs": None})
+    found = by_check(run_checks(state))
+    assert "orphaned_blob" not in found and "dangling_blob_ref" not in found
+    detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
+    assert detail["blob_bytes"] is None
+
+
+def test_config_history_violations(spark, planted):
+    state, _ = planted
+    bad = [(0, 3600, 4, 1000), (1, 7200, 4, 1000), (2, 7200, 2, 1000), (3, 1800, 2, 1000)]
+    state = JamesState(
+        **{**state.__dict__, "config_history": spark.createDataFrame(bad, schema.CONFIG_HISTORY)}
+    )
+    rows = {r.subject: json.loads(r.detail) for r in
+            run_checks(state, only=["config_violation"]).collect()}  # fmt: skip
+    assert sorted(rows) == ["eventid 1", "eventid 2"]
+    assert rows["eventid 1"]["problems"] == [
+        "sliceWindow 3600s -> 7200s: may only shrink to a divisor"
+    ]
+    assert rows["eventid 2"]["problems"] == ["bucketCount 4 -> 2: may only grow"]
+
+
+def test_advice_follows_the_peak_rate(spark):
+    b = Builder()
+    for minute in range(50):  # 50 mails in one hour on spool
+        b.mail("spool", at(21, 10), at(21, 10, minute))
+    state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 10)}, [(0, 3600, 1, 1000)])
+    detail = json.loads(run_checks(state, only=["config_advice"]).collect()[0].detail)
+    assert detail["peak_mails_per_hour"] == 50
+    assert detail["recommended_slice_window_seconds"] == 3600  # 50/h fits one slice easily
+    assert detail["recommended_update_browse_start_pace"] == 50
+
+
+def test_no_configuration_is_an_input_error(spark, planted):
+    state, _ = planted
+    state = JamesState(
+        **{**state.__dict__, "config_history": spark.createDataFrame([], schema.CONFIG_HISTORY)}
+    )
+    with pytest.raises(InputError, match="no CassandraMailQueueViewConfiguration event"):
+        run_checks(state)
