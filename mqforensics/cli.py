@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from mqforensics import __version__, demo
 from mqforensics.errors import MqfError, explain
 from mqforensics.services import cli as services_cli
+from mqforensics.systems.james import audit as james_audit
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,12 +22,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.add_parser(commands)
+    audit = commands.add_parser("audit", help="read a mail queue store and report what is wrong")
+    systems = audit.add_subparsers(dest="system", required=True, metavar="SYSTEM")
+    james_audit.add_parser(systems)
     services_cli.add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except MqfError as exc:  # raised by an option's type converter, e.g. a bad --as-of
+        print(f"mqforensics: error: {explain(exc)}", file=sys.stderr)
+        return exc.exit_code
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

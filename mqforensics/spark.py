@@ -74,6 +74,7 @@ def register_data_sources(spark: SparkSession) -> None:
     """Register every Python data source of the project on `spark` (registration is per session)."""
     from mqforensics.blobstore import BlobListingSource
     from mqforensics.cassandra_scan import CassandraScanSource
+    from mqforensics.systems.james.live import JamesEnqueuedSource
 
-    for source in (BlobListingSource, CassandraScanSource):
+    for source in (BlobListingSource, CassandraScanSource, JamesEnqueuedSource):
         spark.dataSource.register(source)

@@ -1,0 +1,194 @@
+"""`mqforensics audit james`: read a James state, run every check, write and summarise findings.
+
+Outputs in ``--out``: ``findings.parquet`` (the findings schema) and ``findings.json`` (a list of
+objects with every findings column, ``detail`` decoded), each written to a temporary name and
+renamed, so a failed run never leaves a half-written file. Exit status: 0 when no finding is
+``error`` or worse, 1 otherwise, 2 on bad input (see cli.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqforensics.errors import ConfigError
+from mqforensics.findings import SEVERITIES, severity_rank
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from mqforensics.systems.james.state import JamesState
+
+
+def parse_instant(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--as-of {text!r} is not an ISO-8601 instant") from None
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+_DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)?$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``30s``, ``5m``, ``12h``, ``1d``, ``2w``; a bare number is days (as James's DurationParser
+    with its default unit for olderThan)."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ConfigError(f"duration {text!r} is not like 30s, 5m, 12h, 1d or 2w")
+    return dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "d"])
+
+
+def add_parser(systems: argparse._SubParsersAction) -> None:
+    parser = systems.add_parser("james", help="Apache James distributed mail queue")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--cassandra",
+        metavar="HOST[:PORT]",
+        help="live cluster; login from MQF_CASSANDRA_USERNAME/_PASSWORD",
+    )
+    source.add_argument(
+        "--snapshot",
+        type=Path,
+        metavar="DIR",
+        help="directory of cqlsh CSV or Parquet table exports",
+    )
+    blobs = parser.add_mutually_exclusive_group()
+    blobs.add_argument("--blobs", metavar="s3://BUCKET", help="list the default blob bucket")
+    blobs.add_argument("--blob-inventory", metavar="MANIFEST", help="an S3 Inventory report")
+    blobs.add_argument("--blob-dir", type=Path, metavar="DIR", help="a local copy of the bucket")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
+    parser.add_argument(
+        "--as-of",
+        type=parse_instant,
+        help="instant age checks are judged at (default: snapshot time, or now)",
+    )
+    parser.add_argument("--keyspace", default="apache_james")
+    parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="token-range full scan instead of slice enumeration (live only)",
+    )
+    parser.add_argument(
+        "--since",
+        type=parse_instant,
+        help="enumerate slices from this instant (live; default: 7 days before "
+        "each queue's contentStart)",
+    )
+    parser.add_argument("--queue", action="append", default=[], help="only this queue (repeat)")
+    parser.add_argument("--consistency", default="LOCAL_QUORUM")
+    parser.add_argument("--stuck-after", type=parse_duration, default=dt.timedelta(days=1))
+    parser.add_argument("--blob-grace", type=parse_duration, default=dt.timedelta(hours=1))
+    parser.add_argument(
+        "--references-complete",
+        action="store_true",
+        help="the mail queue is the only referrer of the blob bucket",
+    )
+    parser.set_defaults(run=run)  # fmt: skip
+
+
+def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
+    from mqforensics.blob_inventory import read_james_blobs
+    from mqforensics.blobstore import S3Endpoint
+    from mqforensics.cassandra_connection import CassandraEndpoint
+
+    if args.cassandra:
+        from mqforensics.systems.james.live import LiveOptions, read_live
+
+        endpoint = CassandraEndpoint.parse(
+            args.cassandra,
+            username=os.environ.get("MQF_CASSANDRA_USERNAME") or None,
+            password=os.environ.get("MQF_CASSANDRA_PASSWORD") or None,
+            local_dc=os.environ.get("MQF_CASSANDRA_LOCAL_DC") or None,
+        )
+        options = LiveOptions(
+            keyspace=args.keyspace,
+            mode="scan" if args.scan else "enumerate",
+            queues=tuple(args.queue),
+            since=args.since,
+            consistency=args.consistency,
+        )
+        state = read_live(spark, endpoint, options, as_of=args.as_of)
+    else:
+        from mqforensics.systems.james.snapshot import read_snapshot
+
+        state = read_snapshot(spark, args.snapshot, as_of=args.as_of)
+        state.source = state.source or f"snapshot {args.snapshot}"
+    if args.blobs:
+        state.blobs = read_james_blobs(spark, location=args.blobs, endpoint=S3Endpoint.from_env())
+    elif args.blob_inventory:
+        state.blobs = read_james_blobs(
+            spark, inventory=args.blob_inventory, endpoint=S3Endpoint.from_env()
+        )
+    elif args.blob_dir:
+        state.blobs = read_james_blobs(spark, location=str(args.blob_dir))
+    return state
+
+
+def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
+    """Write findings.parquet and findings.json atomically; return the findings as dicts."""
+    out.mkdir(parents=True, exist_ok=True)
+    frame = frame.orderBy("check", "queue", "subject").cache()
+    staging = out / ".findings.parquet.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    frame.write.mode("overwrite").parquet(str(staging))
+    rows = []
+    for row in frame.toLocalIterator():
+        item = row.asDict()
+        item["observed_at"] = (
+            item["observed_at"].astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if item["observed_at"] is not None
+            else None
+        )
+        item["detail"] = json.loads(item["detail"]) if item["detail"] else {}
+        rows.append(item)
+    json_tmp = out / ".findings.json.tmp"
+    json_tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    final = out / "findings.parquet"
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+    json_tmp.replace(out / "findings.json")
+    frame.unpersist()
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    by_check: Counter[tuple[str, str]] = Counter((r["check"], r["severity"]) for r in rows)
+    size: Counter[str] = Counter()
+    for r in rows:
+        size[r["check"]] += r["bytes"] or 0
+    lines.append(f"{'check':<22}{'severity':<10}{'findings':>10}{'bytes':>16}")
+    for (check, severity), count in sorted(by_check.items()):
+        lines.append(f"{check:<22}{severity:<10}{count:>10,}{size[check]:>16,}")
+    if not rows:
+        lines.append("(no findings)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mqforensics.spark import session
+    from mqforensics.systems.james.checks import AuditOptions, run_checks
+
+    spark = session("mqforensics-audit-james")
+    state = load_state(spark, args)
+    options = AuditOptions(
+        stuck_after=args.stuck_after,
+        blob_grace=args.blob_grace,
+        references_complete=args.references_complete,
+    )
+    rows = write_findings(run_checks(state, options), args.out)
+    print(f"James queue state: {state.source}; judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}")
+    print(summarise(rows))
+    print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")
+    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
+    return 1 if worst >= SEVERITIES.index("error") else 0

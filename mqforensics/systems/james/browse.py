@@ -1,0 +1,91 @@
+"""What James's own browse, getSize and delete-by-condition return, computed with Spark joins.
+
+James browses a queue slice by slice from browseStart to the slice holding "now", reads every
+bucket of each slice, drops mails with a deletedMailsV2 marker and sorts each slice by
+enqueuedTime (CassandraMailQueueBrowser). getSize is the count of that browse, which James
+computes linearly (the reason its size metric is disabled by default); here it is one join for
+every queue at once. Within one enqueuedTime, James keeps bucket order then Cassandra's
+clustering order of enqueueId; we order ties by bucketid then enqueueid text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from mqforensics.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from mqforensics.systems.james.state import JamesState
+
+
+def current_window(state: JamesState) -> int:
+    row = state.config_history.orderBy(F.col("eventid").desc()).first()
+    if row is None:
+        raise ConfigError("no configuration event: the slice window is unknown")
+    return int(row.slice_window_seconds)
+
+
+def browsable(state: JamesState) -> DataFrame:
+    """Every mail James's browse returns, for all queues, with its browse `position` (1-based)."""
+    window = current_window(state)
+    last_slice = (int(state.as_of.timestamp()) // window) * window
+    markers = state.deleted.select("queuename", "enqueueid").distinct()
+    epoch = F.col("timerangestart").cast("long")
+    starts = state.browse_start.select("queuename", F.col("browsestart").cast("long").alias("b"))
+    visible = (
+        state.entries.join(starts, "queuename")
+        # The slices browse visits: b, b + window, ..., up to the slice holding as_of. Only
+        # whole-second starts on that grid are ever read.
+        .where(
+            (F.unix_micros("timerangestart") % 1_000_000 == 0)
+            & (epoch >= F.col("b"))
+            & (epoch <= last_slice)
+            & ((epoch - F.col("b")) % window == 0)
+        )
+        .join(markers, ["queuename", "enqueueid"], "left_anti")
+    )
+    from pyspark.sql.window import Window
+
+    order = Window.partitionBy("queuename").orderBy(
+        "timerangestart", "enqueuedtime", "bucketid", "enqueueid"
+    )
+    return visible.drop("b").withColumn("position", F.row_number().over(order))
+
+
+def sizes(state: JamesState) -> DataFrame:
+    """`queuename, size`: getSize of every queue that has a browseStart (0 when empty)."""
+    counts = browsable(state).groupBy("queuename").agg(F.count(F.lit(1)).alias("size"))
+    return (
+        state.browse_start.select("queuename")
+        .join(counts, "queuename", "left")
+        .select("queuename", F.coalesce(F.col("size"), F.lit(0)).cast("long").alias("size"))
+    )
+
+
+def delete_selection(
+    state: JamesState,
+    queue: str,
+    *,
+    sender: str | None = None,
+    name: str | None = None,
+    recipient: str | None = None,
+) -> DataFrame:
+    """The mails James's ``DELETE /mailQueues/<queue>/mails[?sender=|name=|recipient=]`` removes.
+
+    At most one condition, as the WebAdmin route requires; none means all (clear).
+    """
+    given = [c for c in (sender, name, recipient) if c is not None]
+    if len(given) > 1:
+        raise ConfigError("give at most one of sender, name, recipient (as James's WebAdmin)")
+    mails = browsable(state).where(F.col("queuename") == queue)
+    if sender is not None:
+        mails = mails.where(F.col("sender") == sender)
+    if name is not None:
+        mails = mails.where(F.col("name") == name)
+    if recipient is not None:
+        mails = mails.where(F.array_contains("recipients", recipient))
+    return mails

@@ -1,0 +1,308 @@
+"""Read a James mail queue state from a live Cassandra cluster.
+
+Two ways to read the enqueued table:
+
+* **enumerate** (default): the Cassandra partitions ``(queuename, timerangestart, bucketid)`` are
+  enumerated the way James itself does (slices stepping by the window, buckets ``0..n-1``), from
+  a start per queue to the slice holding `as_of`, so a read touches only the partitions it needs.
+  The smallest window of the history is used: windows only ever shrink to a divisor, so its slice
+  starts include every start of an older, larger window. Bucket ids go up to the largest bucket
+  count of the history (it only grows). Partitions outside the enumerated range are not seen.
+* **scan**: a token-range full scan of the table (``mqf_cassandra``), which also finds partitions
+  no enumeration can predict (misaligned slices, buckets beyond the count, unknown queues).
+
+`deletedmailsv2` is always token-scanned (one partition per marker); the small tables
+(`browsestart`, `contentstart`, `eventstore`) are read on the driver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.cassandra_scan import read_table
+from mqforensics.errors import ConfigError, InputError, ServerUnavailable
+from mqforensics.systems.james import schema
+from mqforensics.systems.james.config_history import history_rows
+from mqforensics.systems.james.state import JamesState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+
+# The enqueued table's columns with their CQL types (V4 freezes the collections; values read
+# the same way). Source: CassandraMailQueueViewDataDefinition.java.
+ENQUEUED_COLUMNS: list[tuple[str, str]] = [
+    ("queuename", "text"),
+    ("timerangestart", "timestamp"),
+    ("bucketid", "int"),
+    ("enqueueid", "uuid"),
+    ("enqueuedtime", "timestamp"),
+    ("name", "text"),
+    ("state", "text"),
+    ("headerblobid", "text"),
+    ("bodyblobid", "text"),
+    ("attributes", "map<text, blob>"),
+    ("errormessage", "text"),
+    ("sender", "text"),
+    ("recipients", "list<text>"),
+    ("remotehost", "text"),
+    ("remoteaddr", "text"),
+    ("lastupdated", "timestamp"),
+    ("perrecipientspecificheaders", "list<tuple<text, text, text>>"),
+]
+DEFAULT_LOOKBACK = dt.timedelta(days=7)
+
+
+@dataclass
+class SliceChunk(InputPartition):
+    """Cassandra partitions (queue, slice start epoch seconds, bucket) read by one Spark task."""
+
+    keys: list[tuple[str, int, int]]
+
+
+def enumerate_partitions(
+    ranges: dict[str, tuple[int, int]], window: int, bucket_count: int
+) -> list[tuple[str, int, int]]:
+    """Every (queue, slice start, bucket) with start in [first, last] aligned to `window`."""
+    keys = []
+    for queue, (first, last) in sorted(ranges.items()):
+        start = (first // window) * window
+        for slice_start in range(start, last + 1, window):
+            keys.extend((queue, slice_start, bucket) for bucket in range(bucket_count))
+    return keys
+
+
+class JamesEnqueuedSource(DataSource):
+    """``mqf_james_enqueued``: the enqueued table read partition by enumerated partition.
+
+    Options: the CassandraEndpoint options, ``keyspace``, ``table``, ``ranges`` (JSON object
+    queue -> [first slice epoch, last slice epoch]), ``window``, ``bucket_count``, ``chunk``
+    (Cassandra partitions per Spark partition, default 256), ``consistency``, ``concurrency``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqf_james_enqueued"
+
+    def schema(self) -> str:
+        return schema.ENTRIES
+
+    def reader(self, schema_: Any) -> JamesEnqueuedReader:
+        return JamesEnqueuedReader(dict(self.options))
+
+
+class JamesEnqueuedReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def partitions(self) -> list[SliceChunk]:
+        try:
+            ranges = {
+                q: (int(a), int(b)) for q, (a, b) in json.loads(self.options["ranges"]).items()
+            }
+            window, buckets = int(self.options["window"]), int(self.options["bucket_count"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ConfigError(f"bad mqf_james_enqueued options: {exc}") from None
+        keys = enumerate_partitions(ranges, window, buckets)
+        chunk = int(self.options.get("chunk", "256"))
+        return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
+            SliceChunk([])
+        ]
+
+    def read(self, partition: SliceChunk) -> Iterator[tuple]:  # type: ignore[override]
+        from cassandra import ConsistencyLevel
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        from mqforensics import cql_types
+        from mqforensics.cassandra_scan import _worker_session
+
+        if not partition.keys:
+            return
+        table = self.options["table"]
+        version = "v4" if table.endswith("v4") else "v3"
+        convert = [cql_types.converter(cql_types.parse(t)) for _, t in ENQUEUED_COLUMNS]
+        endpoint = CassandraEndpoint.from_options(self.options)
+        session = _worker_session(endpoint)
+        columns = ", ".join(name for name, _ in ENQUEUED_COLUMNS)
+        statement = session.prepare(
+            f"SELECT {columns} FROM {self.options['keyspace']}.{table} "
+            "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?"
+        )
+        statement.consistency_level = getattr(
+            ConsistencyLevel, self.options.get("consistency", "LOCAL_QUORUM").upper()
+        )
+        arguments = [
+            (q, dt.datetime.fromtimestamp(epoch, tz=dt.UTC), bucket)
+            for q, epoch, bucket in partition.keys
+        ]
+        results = execute_concurrent_with_args(
+            session, statement, arguments,
+            concurrency=int(self.options.get("concurrency", "16")),
+            raise_on_first_error=False, results_generator=True,
+        )  # fmt: skip
+        for (success, result), key in zip(results, partition.keys, strict=True):
+            if not success:
+                raise ServerUnavailable(
+                    f"Cassandra at {endpoint.where} failed reading {table} partition "
+                    f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
+                )
+            for row in result:
+                yield (*(f(v) for f, v in zip(convert, row, strict=True)), version)
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    keyspace: str = schema.KEYSPACE
+    mode: str = "enumerate"  # or "scan"
+    queues: tuple[str, ...] = ()
+    since: dt.datetime | None = None  # enumerate from here (default: per queue, see read_live)
+    consistency: str = "LOCAL_QUORUM"
+    splits: int = 16
+
+
+def _small_table(session: Any, keyspace: str, table: str, columns: str) -> list[Any]:
+    return list(session.execute(f"SELECT {columns} FROM {keyspace}.{table}"))
+
+
+def read_live(
+    spark: SparkSession,
+    endpoint: CassandraEndpoint,
+    options: LiveOptions | None = None,
+    as_of: dt.datetime | None = None,
+) -> JamesState:
+    """The James state of `endpoint`'s keyspace, judged at `as_of` (default: now)."""
+    options = options or LiveOptions()
+    if options.mode not in ("enumerate", "scan"):
+        raise ConfigError(f"mode must be 'enumerate' or 'scan', not {options.mode!r}")
+    as_of = as_of or dt.datetime.now(dt.UTC)
+    keyspace = options.keyspace
+    cluster, session = endpoint.connect(keyspace, schema_metadata=False)
+    try:
+        tables = {
+            r.table_name
+            for r in session.execute(
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+            )
+        }
+        table = next((t for t in schema.ENQUEUED_TABLES if t in tables), None)
+        missing = [t for t in (schema.DELETED_TABLE, schema.BROWSE_START_TABLE) if t not in tables]
+        if table is None or missing:
+            absent = ([] if table else ["enqueuedmailsv4 or enqueuedmailsv3"]) + missing
+            raise InputError(
+                f"keyspace {keyspace!r} at {endpoint.where} is not a James mail queue view: "
+                f"no table {', '.join(absent)}"
+            )
+        browse = _small_table(session, keyspace, "browsestart", "queuename, browsestart")
+        content = (
+            _small_table(session, keyspace, "contentstart", "queuename, contentstart")
+            if schema.CONTENT_START_TABLE in tables
+            else []
+        )
+        events = []
+        if schema.EVENT_STORE_TABLE in tables:
+            events = list(
+                session.execute(
+                    f"SELECT aggregateid, eventid, event FROM {keyspace}.eventstore "
+                    "WHERE aggregateid = %s",
+                    (schema.CONFIG_AGGREGATE,),
+                )
+            )
+    finally:
+        cluster.shutdown()
+
+    utc = _utc
+    browse_rows = [(r.queuename, utc(r.browsestart)) for r in browse]
+    content_rows = [(r.queuename, utc(r.contentstart)) for r in content]
+    history = history_rows(
+        [{"aggregateid": r.aggregateid, "eventid": r.eventid, "event": r.event} for r in events],
+        f"{keyspace}.eventstore",
+    )
+    deleted = read_table(
+        spark, endpoint, keyspace, schema.DELETED_TABLE,
+        splits=options.splits, consistency=options.consistency, columns="queuename,enqueueid",
+    )  # fmt: skip
+    if options.mode == "scan":
+        entries = read_table(
+            spark, endpoint, keyspace, table,
+            splits=options.splits, consistency=options.consistency,
+            columns=",".join(name for name, _ in ENQUEUED_COLUMNS),
+        ).withColumn("table_version", F.lit(table[-2:]))  # fmt: skip
+    else:
+        if not history:
+            raise InputError(
+                f"{keyspace}.eventstore has no {schema.CONFIG_AGGREGATE} event: cannot enumerate "
+                "slices (use mode 'scan')"
+            )
+        window = min(h[1] for h in history)
+        buckets = max(h[2] for h in history)
+        entries = _enumerated_entries(
+            spark, endpoint, options, table, browse_rows, content_rows, window, buckets, as_of
+        )
+    if options.queues:
+        wanted = list(options.queues)
+        entries = entries.where(F.col("queuename").isin(wanted))
+        deleted = deleted.where(F.col("queuename").isin(wanted))
+        browse_rows = [r for r in browse_rows if r[0] in wanted]
+        content_rows = [r for r in content_rows if r[0] in wanted]
+    return JamesState(
+        entries=entries,
+        deleted=deleted,
+        browse_start=spark.createDataFrame(browse_rows, schema.BROWSE_START),
+        content_start=spark.createDataFrame(content_rows, schema.CONTENT_START),
+        config_history=spark.createDataFrame(history, schema.CONFIG_HISTORY),
+        as_of=as_of,
+        source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
+    )
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else value.replace(tzinfo=dt.UTC)
+
+
+def _enumerated_entries(
+    spark: SparkSession,
+    endpoint: CassandraEndpoint,
+    options: LiveOptions,
+    table: str,
+    browse_rows: list[tuple[str, Any]],
+    content_rows: list[tuple[str, Any]],
+    window: int,
+    buckets: int,
+    as_of: dt.datetime,
+) -> DataFrame:
+    starts: dict[str, dt.datetime] = {}
+    for queue, value in [*browse_rows, *content_rows]:
+        if value is not None and (queue not in starts or value < starts[queue]):
+            starts[queue] = value
+    queues = set(options.queues) or set(starts)
+    end = int(as_of.timestamp())
+    ranges = {}
+    for queue in sorted(queues):
+        if options.since is not None:
+            first = options.since
+        elif queue in starts:
+            first = starts[queue] - DEFAULT_LOOKBACK
+        else:
+            raise InputError(f"queue {queue!r} has no browseStart: give a start time (since)")
+        ranges[queue] = [int(first.timestamp()), end]
+    reader = spark.read.format(JamesEnqueuedSource.name())
+    settings = {
+        **endpoint.to_options(),
+        "keyspace": options.keyspace,
+        "table": table,
+        "ranges": json.dumps(ranges),
+        "window": str(window),
+        "bucket_count": str(buckets),
+        "consistency": options.consistency,
+    }
+    for key, value in settings.items():
+        reader = reader.option(key, value)
+    return reader.load()
