@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from mqforensics.errors import ConfigError
 
@@ -22,34 +23,34 @@ if TYPE_CHECKING:
     from mqforensics.systems.james.state import JamesState
 
 
-def current_window(state: JamesState) -> int:
+def current_configuration(state: JamesState) -> tuple[int, int]:
+    """(slice window seconds, bucket count) of the latest configuration event."""
     row = state.config_history.orderBy(F.col("eventid").desc()).first()
     if row is None:
         raise ConfigError("no configuration event: the slice window is unknown")
-    return int(row.slice_window_seconds)
+    return int(row.slice_window_seconds), int(row.bucket_count)
 
 
 def browsable(state: JamesState) -> DataFrame:
     """Every mail James's browse returns, for all queues, with its browse `position` (1-based)."""
-    window = current_window(state)
+    window, bucket_count = current_configuration(state)
     last_slice = (int(state.as_of.timestamp()) // window) * window
     markers = state.deleted.select("queuename", "enqueueid").distinct()
     epoch = F.col("timerangestart").cast("long")
     starts = state.browse_start.select("queuename", F.col("browsestart").cast("long").alias("b"))
     visible = (
         state.entries.join(starts, "queuename")
-        # The slices browse visits: b, b + window, ..., up to the slice holding as_of. Only
-        # whole-second starts on that grid are ever read.
+        # The slices browse visits: b, b + window, ..., up to the slice holding as_of, and in
+        # each the buckets 0..bucketCount-1. Only whole-second starts on that grid are read.
         .where(
-            (F.unix_micros("timerangestart") % 1_000_000 == 0)
+            F.col("bucketid").between(0, bucket_count - 1)
+            & (F.unix_micros("timerangestart") % 1_000_000 == 0)
             & (epoch >= F.col("b"))
             & (epoch <= last_slice)
             & ((epoch - F.col("b")) % window == 0)
         )
         .join(markers, ["queuename", "enqueueid"], "left_anti")
     )
-    from pyspark.sql.window import Window
-
     order = Window.partitionBy("queuename").orderBy(
         "timerangestart", "enqueuedtime", "bucketid", "enqueueid"
     )
