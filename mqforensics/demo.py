@@ -1,7 +1,8 @@
-"""`mqforensics demo`: start Spark, read the bundled sample through a data source, summarise it.
+"""`mqforensics demo`: the James audit on the bundled sample, with local Spark and no server.
 
-For now the bundled sample is a small local blob store (datasets/sample/blobstore); the James
-audit and its cleanup plan replace this summary as they land.
+The sample (datasets/james/sample, made by datasets/james/make_sample.py) is a Parquet export of
+a James mail queue view with planted anomalies, its blob listing, and the ground truth of what
+the checks must find; the demo shows the findings and whether they match that ground truth.
 """
 
 from __future__ import annotations
@@ -10,66 +11,68 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from mqforensics.errors import InputError
 
-BUNDLED = Path(__file__).resolve().parent.parent / "datasets" / "sample" / "blobstore"
+BUNDLED = Path(__file__).resolve().parent.parent / "datasets" / "james" / "sample"
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("demo", help="summarise the bundled sample with local Spark")
+    parser = commands.add_parser("demo", help="audit the bundled James sample with local Spark")
     parser.add_argument(
         "--dataset",
         type=Path,
         default=BUNDLED,
-        help="blob directory to read (default: the bundled sample)",
+        help="James snapshot directory (default: the bundled sample)",
     )
     parser.add_argument(
         "--out",
         type=Path,
         default=Path("out/demo"),
-        help="where summary.json is written (default: %(default)s)",
+        help="where findings.json and findings.parquet go (default: %(default)s)",
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # fmt: skip
 
 
-def summarise_blobs(blobs: Any) -> dict[str, Any]:
-    """Counts, bytes and size quartiles of a `mqf_blobs` frame, computed in Spark."""
-    from pyspark.sql import functions as F
-
-    row = blobs.agg(
-        F.count("*").alias("objects"),
-        F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
-        F.percentile_approx("size", [0.25, 0.5, 0.75]).alias("quartiles"),
-        F.max("size").alias("largest"),
-    ).first()
-    return {
-        "objects": int(row["objects"]),
-        "bytes": int(row["bytes"]),
-        "size_quartiles": [int(q) for q in (row["quartiles"] or [])],
-        "largest_object_bytes": int(row["largest"] or 0),
-    }
+def compare_with_ground_truth(rows: list[dict], truth_file: Path) -> tuple[int, list, list]:
+    """(expected count, missing findings, unexpected findings) against ground_truth.json."""
+    truth = json.loads(truth_file.read_text())["findings"]
+    expected = {(f["check"], f["severity"], f["queue"], f["subject"]) for f in truth}
+    found = {(r["check"], r["severity"], r["queue"], r["subject"]) for r in rows}
+    return len(expected), sorted(expected - found, key=str), sorted(found - expected, key=str)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mqforensics.blobstore import read_blobs
+    from mqforensics.blob_inventory import read_james_blobs
     from mqforensics.spark import describe, session
+    from mqforensics.systems.james.audit import read_blob_listing, summarise, write_findings
+    from mqforensics.systems.james.checks import run_checks
+    from mqforensics.systems.james.snapshot import read_snapshot
 
     if not args.dataset.is_dir():
         raise InputError(f"dataset directory {args.dataset} does not exist")
     started = time.monotonic()
     spark = session("mqforensics-demo")
-    print(f"Spark {spark.version} ({describe(spark)}) started in {time.monotonic() - started:.1f}s")
-    blobs = read_blobs(spark, str(args.dataset))
-    summary = {"dataset": str(args.dataset), **summarise_blobs(blobs)}
-    print(f"Blob store {args.dataset}:")
-    print(f"  objects            {summary['objects']:>10,}")
-    print(f"  bytes              {summary['bytes']:>10,}")
-    print(f"  size quartiles     {', '.join(f'{q:,}' for q in summary['size_quartiles'])}")
-    print(f"  largest object     {summary['largest_object_bytes']:>10,}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / "summary.json"
-    target.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"Wrote {target}")
+    print(f"Spark {spark.version} ({describe(spark)}) started in "
+          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+    state = read_snapshot(spark, args.dataset)
+    listing = args.dataset / "blob_inventory.parquet"
+    if listing.exists():
+        state.blobs = read_blob_listing(spark, listing)
+    elif (args.dataset / "blobs").is_dir():
+        state.blobs = read_james_blobs(spark, location=str(args.dataset / "blobs"))
+    rows = write_findings(run_checks(state), args.out)
+    print(f"James mail queue snapshot {args.dataset}, judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}:")
+    print(summarise(rows))
+    print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")
+    truth = args.dataset / "ground_truth.json"
+    if truth.exists():
+        expected, missing, unexpected = compare_with_ground_truth(rows, truth)
+        verdict = "match" if not missing and not unexpected else "DIFFER from"
+        print(f"The {len(rows)} findings {verdict} the {expected} planted in {truth.name}.")
+        for item in missing:
+            print(f"  missing:    {item}")
+        for item in unexpected:
+            print(f"  unexpected: {item}")
+        return 0 if not missing and not unexpected else 1
     return 0

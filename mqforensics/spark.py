@@ -72,9 +72,10 @@ def describe(spark: SparkSession) -> str:
 
 def register_data_sources(spark: SparkSession) -> None:
     """Register every Python data source of the project on `spark` (registration is per session)."""
+    from mqforensics.blob_inventory import InventorySource
     from mqforensics.blobstore import BlobListingSource
     from mqforensics.cassandra_scan import CassandraScanSource
     from mqforensics.systems.james.live import JamesEnqueuedSource
 
-    for source in (BlobListingSource, CassandraScanSource, JamesEnqueuedSource):
+    for source in (BlobListingSource, InventorySource, CassandraScanSource, JamesEnqueuedSource):
         spark.dataSource.register(source)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         env_file.write_text("".join(f"export {k}={v}\n" for k, v in harness.environment().items()))
         print(f"client settings: source {env_file}")
     elif args.action == "down":
-        stopped = harness.stop_all()
+        stopped = harness.stop_all(args.names or None)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     elif args.action == "status":
         for name in names:

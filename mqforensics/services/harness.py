@@ -76,9 +76,10 @@ class Harness:
         server.info_file.write_text(json.dumps(info, indent=2) + "\n")
         return info
 
-    def stop_all(self) -> list[str]:
+    def stop_all(self, names: list[str] | None = None) -> list[str]:
+        """Stop the named servers (default: all); the names of those that were running."""
         stopped = []
-        for name in STARTERS:
+        for name in names or list(STARTERS):
             server = self.server_dir(name)
             if server.path.exists() and stop(server):
                 stopped.append(name)

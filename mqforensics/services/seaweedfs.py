@@ -80,7 +80,9 @@ def start(server: ServerDir, *, timeout: float = 60.0) -> dict:
         "-master.telemetry=false",
         f"-volume.port={volume}",
         f"-volume.port.grpc={volume_grpc}",
-        "-volume.max=16",
+        # Every bucket is a collection with its own volumes (several each): 16 slots ran out after
+        # three buckets ("No writable volumes"). Volumes grow lazily, so a high cap costs nothing.
+        "-volume.max=512",
         "-filer",
         f"-filer.port={filer}",
         f"-filer.port.grpc={filer_grpc}",

@@ -24,6 +24,12 @@ def test_up_status_env_down(tmp_path, capsys):
     assert main(["services", "status", "seaweedfs", "--root", root]) == 0
     assert "seaweedfs: up, pid" in capsys.readouterr().out
 
+    # Naming a service stops only that one.
+    assert main(["services", "down", "cassandra", "--root", root]) == 0
+    assert capsys.readouterr().out.strip() == "stopped: nothing was running"
+    assert main(["services", "status", "seaweedfs", "--root", root]) == 0
+    assert "seaweedfs: up, pid" in capsys.readouterr().out
+
     assert main(["services", "down", "--root", root]) == 0
     assert capsys.readouterr().out.strip() == "stopped: seaweedfs"
     assert main(["services", "status", "seaweedfs", "--root", root]) == 0

@@ -23,6 +23,8 @@ def test_demo_runs_through_spark_connect_with_our_data_sources(spark_connect, tm
     )
     assert result.returncode == 0, result.stderr
     assert f"(Spark Connect {spark_connect['remote']})" in result.stdout
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    sizes = [p.stat().st_size for p in BUNDLED.iterdir()]
-    assert (summary["objects"], summary["bytes"]) == (len(sizes), sum(sizes))
+    truth = json.loads((BUNDLED / "ground_truth.json").read_text())["findings"]
+    rows = json.loads((tmp_path / "findings.json").read_text())
+    assert sorted((r["check"], r["subject"]) for r in rows) == sorted(
+        (f["check"], f["subject"]) for f in truth
+    )

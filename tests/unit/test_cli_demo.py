@@ -1,40 +1,27 @@
-"""`mqforensics demo`: the bundled sample summarised through Spark, checked against a plain walk."""
+"""`mqforensics demo`: the James audit of the bundled sample finds exactly what was planted."""
 
 import json
-from pathlib import Path
 
 from mqforensics.cli import main
 from mqforensics.demo import BUNDLED
 
 
-def walk_sizes(root: Path) -> list[int]:
-    return sorted(p.stat().st_size for p in root.rglob("*") if p.is_file())
+def planted() -> set[tuple]:
+    truth = json.loads((BUNDLED / "ground_truth.json").read_text())["findings"]
+    return {(f["check"], f["severity"], f["queue"], f["subject"]) for f in truth}
 
 
-def test_demo_summarises_the_bundled_sample(spark, tmp_path, capsys):
+def test_demo_finds_exactly_the_planted_anomalies(spark, tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    sizes = walk_sizes(BUNDLED)
-    assert len(sizes) == 40
-    assert summary["objects"] == len(sizes)
-    assert summary["bytes"] == sum(sizes)
-    assert summary["largest_object_bytes"] == max(sizes)
-    # percentile_approx returns actual values of the column, in order.
-    q1, median, q3 = summary["size_quartiles"]
-    assert q1 <= median <= q3 and {q1, median, q3} <= set(sizes)
+    rows = json.loads((tmp_path / "findings.json").read_text())
+    assert {(r["check"], r["severity"], r["queue"], r["subject"]) for r in rows} == planted()
+    assert len(rows) == len(planted())  # no duplicates either
+    assert (tmp_path / "findings.parquet").is_dir()
     printed = capsys.readouterr().out
-    assert f"{sum(sizes):,}" in printed
-    assert "Wrote" in printed
-
-
-def test_demo_on_another_dataset(spark, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    for name, size in [("x", 5), ("y", 7)]:
-        (data / name).write_bytes(b"\0" * size)
-    assert main(["demo", "--dataset", str(data), "--out", str(tmp_path / "out")]) == 0
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert (summary["objects"], summary["bytes"], summary["largest_object_bytes"]) == (2, 12, 7)
+    assert (
+        f"The {len(rows)} findings match the {len(rows)} planted in ground_truth.json." in printed
+    )
+    assert "judged at 2026-11-03T12:00:00Z" in printed  # the snapshot's time, not today's
 
 
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
@@ -42,4 +29,4 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     missing = tmp_path / "missing"
     assert err == f"mqforensics: error: InputError: dataset directory {missing} does not exist"
-    assert not (tmp_path / "summary.json").exists()
+    assert not (tmp_path / "findings.json").exists()

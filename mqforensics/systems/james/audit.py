@@ -66,6 +66,12 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
     blobs.add_argument("--blobs", metavar="s3://BUCKET", help="list the default blob bucket")
     blobs.add_argument("--blob-inventory", metavar="MANIFEST", help="an S3 Inventory report")
     blobs.add_argument("--blob-dir", type=Path, metavar="DIR", help="a local copy of the bucket")
+    blobs.add_argument(
+        "--blob-listing",
+        type=Path,
+        metavar="PARQUET",
+        help="a saved listing with the mqf_blobs columns",
+    )
     parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
     parser.add_argument(
         "--as-of",
@@ -131,7 +137,25 @@ def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
         )
     elif args.blob_dir:
         state.blobs = read_james_blobs(spark, location=str(args.blob_dir))
+    elif args.blob_listing:
+        state.blobs = read_blob_listing(spark, args.blob_listing)
     return state
+
+
+def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:
+    """A listing saved as Parquet with the `mqf_blobs` columns, with blob ids parsed."""
+    from mqforensics.blobstore import SCHEMA
+    from mqforensics.errors import InputError
+    from mqforensics.systems.james.blob_ids import with_parsed_blob_ids
+
+    if not path.exists():
+        raise InputError(f"blob listing {path} does not exist")
+    frame = spark.read.parquet(str(path))
+    wanted = [c.split()[0] for c in SCHEMA.split(", ")]
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise InputError(f"blob listing {path} lacks column(s) {', '.join(missing)}")
+    return with_parsed_blob_ids(frame.select(*wanted))
 
 
 def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:

@@ -51,7 +51,8 @@ EVENT_STORE = "aggregateid string, eventid int, snapshot int, event string"
 
 # Objects of the default blob bucket, with the blob id parsed (see blob_ids.py):
 # id_kind is one of "passthrough", "generation_aware", "minio_generation_aware", "legacy_hash",
-# "unknown"; family/generation are null unless generation-aware.
+# "unknown"; family/generation are set for the generation-aware kinds, 0/0 for legacy_hash (as
+# James reads an id without family and generation), null otherwise.
 BLOBS = (
     "bucket string, key string, size bigint, last_modified timestamp, etag string, "
     "storage_class string, id_kind string, family int, generation bigint, hash string"

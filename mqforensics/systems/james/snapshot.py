@@ -1,0 +1,594 @@
+"""James mail queue state from a directory of table exports (cqlsh CSV or Spark Parquet).
+
+An admin exports each table of the mail queue view, one file per table, into one directory:
+
+- ``cqlsh -e "COPY apache_james.<table> TO '<table>.csv' WITH HEADER=true"`` (cqlsh's default
+  CSV dialect: ``,`` separator, ``"`` quote, ``\\`` escape, empty field = null), or
+- ``<table>.parquet`` as Spark writes a table (a file or a directory of part files): Cassandra's
+  lower-case column names, uuids as strings, tuples as structs ``_1, _2, _3``, maps of binary.
+
+Tables: exactly one of ``enqueuedmailsv4`` / ``enqueuedmailsv3`` (James < 3.7), and
+``deletedmailsv2``, ``browsestart``, ``eventstore``; ``contentstart`` is optional (it does not
+exist before James 3.7, JAMES-3601). A table present as both CSV and Parquet is a ConfigError.
+
+The instant the state is judged at (`as_of`) is, in this order: the `as_of` argument;
+``taken_at`` of ``snapshot.json`` in the directory (``{"taken_at": "2026-11-01T10:00:00Z"}``,
+ISO-8601 with a UTC offset), which `write_parquet_snapshot` writes; else the newest modification
+time of the export files (a copy may have reset it, so a state says which one it used in
+``notes``).
+
+CSV files are read by the Python data source ``mqf_cqlsh_csv`` in byte ranges of
+``chunk_bytes`` (64 MiB), so a table of millions of rows is parsed in parallel by Spark's Python
+workers and never collected. That split is exact because cqlsh writes one line per row: its text
+formatter escapes every control character, line breaks included (cqlsh_values.py). A bad field
+raises InputError naming the file, the line and the column; line numbers are counted only then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics import errors
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.systems.james import config_history
+from mqforensics.systems.james.schema import (
+    BROWSE_START,
+    BROWSE_START_TABLE,
+    CONTENT_START,
+    CONTENT_START_TABLE,
+    DELETED,
+    DELETED_TABLE,
+    ENQUEUED_TABLES,
+    ENTRIES,
+    EVENT_STORE,
+    EVENT_STORE_TABLE,
+)
+from mqforensics.systems.james.state import JamesState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+SNAPSHOT_FILE = "snapshot.json"
+CHUNK_BYTES = 64 * 1024 * 1024
+
+# Column types of the tables as James creates them (reference james.md §1.3), in the canonical
+# column order of schema.py. V3 has the same columns with non-frozen collections.
+_ENQUEUED_V4 = [
+    ("queuename", "text"),
+    ("timerangestart", "timestamp"),
+    ("bucketid", "int"),
+    ("enqueueid", "uuid"),
+    ("enqueuedtime", "timestamp"),
+    ("name", "text"),
+    ("state", "text"),
+    ("headerblobid", "text"),
+    ("bodyblobid", "text"),
+    ("attributes", "frozen<map<text, blob>>"),
+    ("errormessage", "text"),
+    ("sender", "text"),
+    ("recipients", "frozen<list<text>>"),
+    ("remotehost", "text"),
+    ("remoteaddr", "text"),
+    ("lastupdated", "timestamp"),
+    ("perrecipientspecificheaders", "frozen<list<frozen<tuple<text, text, text>>>>"),
+]
+_V3_TYPES = {
+    "attributes": "map<text, blob>",
+    "recipients": "list<text>",
+    "perrecipientspecificheaders": "list<frozen<tuple<text, text, text>>>",
+}
+TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "enqueuedmailsv4": _ENQUEUED_V4,
+    "enqueuedmailsv3": [(n, _V3_TYPES.get(n, t)) for n, t in _ENQUEUED_V4],
+    DELETED_TABLE: [("queuename", "text"), ("enqueueid", "uuid")],
+    BROWSE_START_TABLE: [("queuename", "text"), ("browsestart", "timestamp")],
+    CONTENT_START_TABLE: [("queuename", "text"), ("contentstart", "timestamp")],
+    EVENT_STORE_TABLE: [
+        ("aggregateid", "text"),
+        ("eventid", "int"),
+        ("snapshot", "int"),
+        ("event", "text"),
+    ],
+}
+# The canonical schema each table is normalised to.
+_CANONICAL = {
+    "enqueuedmailsv4": ENTRIES.rsplit(", table_version string", 1)[0],
+    "enqueuedmailsv3": ENTRIES.rsplit(", table_version string", 1)[0],
+    DELETED_TABLE: DELETED,
+    BROWSE_START_TABLE: BROWSE_START,
+    CONTENT_START_TABLE: CONTENT_START,
+    EVENT_STORE_TABLE: EVENT_STORE,
+}
+_REQUIRED = (DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE)
+
+# cqlsh COPY TO's default dialect (cqlshlib/copyutil.py: QUOTE '"', ESCAPE '\\', and
+# doublequote off because they differ; DELIMITER ',').
+_DIALECT = {
+    "delimiter": ",",
+    "quotechar": '"',
+    "escapechar": "\\",
+    "doublequote": False,
+    "strict": True,
+}
+
+
+@dataclass(frozen=True)
+class TableFile:
+    """One export file (or Parquet directory) of a table."""
+
+    table: str
+    path: Path
+    kind: str  # "csv" or "parquet"
+
+
+def read_snapshot(
+    spark: SparkSession, directory: Path, as_of: dt.datetime | None = None
+) -> JamesState:
+    """The James state held by a directory of table exports (see the module docstring).
+
+    Frames are lazy: CSV rows are parsed when a frame is computed, so a malformed line raises its
+    InputError (file, line, column) at that action; the file set, headers, Parquet schemas and
+    the configuration history are checked here.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"snapshot directory {directory} does not exist or is not a directory")
+    files = _locate(directory)
+    enqueued = files["enqueued"]
+    assert enqueued is not None
+    spark.dataSource.register(CqlshCsvSource)
+
+    notes = [f"{f.table} from {f.path.name}" for f in files.values() if f is not None]
+    frames: dict[str, DataFrame] = {}
+    for key in ("enqueued", DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE):
+        found = files[key]
+        assert found is not None
+        frames[key] = _read_table(spark, found)
+    content = files[CONTENT_START_TABLE]
+    if content is None:
+        notes.append("no contentstart table (James before 3.7): content_start is empty")
+        frames[CONTENT_START_TABLE] = spark.createDataFrame([], CONTENT_START)
+    else:
+        frames[CONTENT_START_TABLE] = _read_table(spark, content)
+
+    from pyspark.sql import functions as F
+
+    version = enqueued.table[-2:]
+    entries = frames["enqueued"].withColumn("table_version", F.lit(version))
+    event_file = files[EVENT_STORE_TABLE]
+    assert event_file is not None
+    try:
+        history = config_history.history_frame(
+            spark, frames[EVENT_STORE_TABLE], event_file.path.name
+        )
+    except Exception as exc:
+        raise _typed(exc) from None
+
+    when, origin = _as_of(directory, [f for f in files.values() if f is not None], as_of)
+    notes.append(f"as_of {when.isoformat()} from {origin}")
+    return JamesState(
+        entries=entries,
+        deleted=frames[DELETED_TABLE],
+        browse_start=frames[BROWSE_START_TABLE],
+        content_start=frames[CONTENT_START_TABLE],
+        config_history=history,
+        as_of=when,
+        source=f"snapshot {directory} ({enqueued.table})",
+        notes=notes,
+    )
+
+
+def write_parquet_snapshot(state: JamesState, event_store: DataFrame, directory: Path) -> None:
+    """Write `state` (and the raw EVENT_STORE frame) as a Parquet export plus ``snapshot.json``.
+
+    The layout is what `read_snapshot` reads: ``<table>.parquet`` directories with Cassandra's
+    column names, the enqueued table named after the entries' `table_version` (``v4`` when there
+    are no entries). Blobs are not part of a table export and are not written. Refuses to
+    overwrite an existing export.
+    """
+    directory = Path(directory)
+    versions = [r[0] for r in state.entries.select("table_version").distinct().limit(2).collect()]
+    if len(versions) > 1:
+        raise ConfigError("entries mix table versions v3 and v4; a snapshot holds one table")
+    version = versions[0] if versions else "v4"
+    if f"enqueuedmails{version}" not in ENQUEUED_TABLES:
+        raise ConfigError(f"entries have table_version {version!r}, not 'v4' or 'v3'")
+    targets = {
+        f"enqueuedmails{version}": state.entries.drop("table_version"),
+        DELETED_TABLE: state.deleted,
+        BROWSE_START_TABLE: state.browse_start,
+        CONTENT_START_TABLE: state.content_start,
+        EVENT_STORE_TABLE: event_store,
+    }
+    existing = [
+        name
+        for table in targets
+        for name in (f"{table}.parquet", f"{table}.csv")
+        if (directory / name).exists()
+    ] + [SNAPSHOT_FILE] * (directory / SNAPSHOT_FILE).exists()
+    if existing:
+        raise ConfigError(f"{directory} already holds {', '.join(existing)}; not overwriting")
+    directory.mkdir(parents=True, exist_ok=True)
+    for table, frame in targets.items():
+        columns = [name for name, _ in TABLE_COLUMNS[table]]
+        frame.select(*columns).write.parquet(str(directory / f"{table}.parquet"))
+    taken_at = state.as_of.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    (directory / SNAPSHOT_FILE).write_text(json.dumps({"taken_at": taken_at}) + "\n")
+
+
+def _locate(directory: Path) -> dict[str, TableFile | None]:
+    """The export file of every table; InputError for missing tables, ConfigError for doubles."""
+
+    def find(table: str) -> TableFile | None:
+        csv_path, parquet_path = directory / f"{table}.csv", directory / f"{table}.parquet"
+        if csv_path.exists() and parquet_path.exists():
+            raise ConfigError(
+                f"{directory} holds both {csv_path.name} and {parquet_path.name}; keep one"
+            )
+        if csv_path.exists():
+            return TableFile(table, csv_path, "csv")
+        if parquet_path.exists():
+            return TableFile(table, parquet_path, "parquet")
+        return None
+
+    enqueued = [f for f in (find(t) for t in ENQUEUED_TABLES) if f is not None]
+    found: dict[str, TableFile | None] = {t: find(t) for t in (*_REQUIRED, CONTENT_START_TABLE)}
+    missing = [t for t in _REQUIRED if found[t] is None]
+    if len(enqueued) > 1:
+        raise ConfigError(
+            f"{directory} holds both {enqueued[0].path.name} and {enqueued[1].path.name}; "
+            "a snapshot holds exactly one enqueued mails table"
+        )
+    if not enqueued:
+        missing.insert(0, " or ".join(ENQUEUED_TABLES))
+    if missing:
+        raise InputError(
+            f"snapshot directory {directory} lacks table(s) {', '.join(missing)} "
+            "(expected <table>.csv or <table>.parquet)"
+        )
+    found["enqueued"] = enqueued[0]
+    return found
+
+
+def read_table_export(
+    spark: SparkSession, path: Path, table: str, chunk_bytes: int = CHUNK_BYTES
+) -> DataFrame:
+    """One exported table (``.csv`` from cqlsh or ``.parquet``) as its canonical frame.
+
+    `table` is a key of TABLE_COLUMNS; the frame has the table's canonical schema (schema.py,
+    entries without ``table_version``; ``eventstore`` as EVENT_STORE). `chunk_bytes` is the CSV
+    partition size.
+    """
+    path = Path(path)
+    if table not in TABLE_COLUMNS:
+        raise ConfigError(f"unknown table {table!r}; one of {', '.join(TABLE_COLUMNS)}")
+    if path.suffix not in (".csv", ".parquet"):
+        raise ConfigError(f"{path.name}: expected a .csv or .parquet export")
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
+    spark.dataSource.register(CqlshCsvSource)
+    return _read_table(spark, TableFile(table, path, path.suffix[1:]), chunk_bytes)
+
+
+def _read_table(
+    spark: SparkSession, table_file: TableFile, chunk_bytes: int = CHUNK_BYTES
+) -> DataFrame:
+    if table_file.kind == "csv":
+        return _read_csv(spark, table_file, chunk_bytes)
+    return _read_parquet(spark, table_file)
+
+
+def _read_csv(spark: SparkSession, table_file: TableFile, chunk_bytes: int) -> DataFrame:
+    header = _csv_header(table_file)
+    return (
+        spark.read.format(CqlshCsvSource.name())
+        .option("path", str(table_file.path))
+        .option("table", table_file.table)
+        .option("header", json.dumps(header))
+        .option("chunk_bytes", str(chunk_bytes))
+        .load()
+    )
+
+
+def _csv_header(table_file: TableFile) -> list[str]:
+    """The column names of a cqlsh CSV file's header line, checked against the table's."""
+    import csv
+
+    name = table_file.path.name
+    with open(table_file.path, "rb") as stream:
+        first = stream.readline()
+    if not first.strip():
+        raise InputError(f"{name} line 1: no header line (export with WITH HEADER=true)")
+    try:
+        text = first.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
+        header = next(csv.reader([text], **_DIALECT))  # type: ignore[arg-type]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{name} line 1: unreadable header ({exc})") from None
+    expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
+    _check_columns(name, [h.strip() for h in header], expected, "header")
+    return [h.strip() for h in header]
+
+
+def _check_columns(name: str, found: list[str], expected: list[str], what: str) -> None:
+    lowered = [f.lower() for f in found]
+    missing = [c for c in expected if c not in lowered]
+    unexpected = [f for f, low in zip(found, lowered, strict=True) if low not in expected]
+    duplicated = sorted({f for f in lowered if lowered.count(f) > 1})
+    if missing or unexpected or duplicated:
+        problems = []
+        if missing:
+            problems.append(f"missing column(s) {', '.join(missing)}")
+        if unexpected:
+            problems.append(f"unexpected column(s) {', '.join(unexpected)}")
+        if duplicated:
+            problems.append(f"repeated column(s) {', '.join(duplicated)}")
+        raise InputError(
+            f"{name}: {what} {', '.join(found) or '(empty)'} does not match table "
+            f"{name.split('.')[0]} ({'; '.join(problems)})"
+        )
+
+
+def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    name = table_file.path.name
+    try:
+        frame = spark.read.parquet(str(table_file.path))
+        found = frame.schema
+    except Exception as exc:
+        raise InputError(f"{name}: cannot be read as Parquet ({_first_line(exc)})") from None
+    expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
+    _check_columns(name, [f.name for f in found.fields], expected, "columns")
+    canonical = _schema(spark, _CANONICAL[table_file.table])
+    actual = {f.name.lower(): f for f in found.fields}
+    columns = []
+    for field in canonical.fields:
+        source = actual[field.name]
+        if not _same_shape(source.dataType, field.dataType):
+            raise InputError(
+                f"{name}: column {source.name} has type {source.dataType.simpleString()}, "
+                f"expected {field.dataType.simpleString()}"
+            )
+        columns.append(F.col(f"`{source.name}`").cast(field.dataType).alias(field.name))
+    return frame.select(*columns)
+
+
+def _schema(spark: SparkSession, ddl: str) -> Any:
+    # Parsing DDL needs a session (classic or Connect); an empty frame is the portable way.
+    return spark.createDataFrame([], ddl).schema
+
+
+def _same_shape(found: DataType, wanted: DataType) -> bool:
+    """Equal types, ignoring nullability and struct field names (tuples may be named)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(wanted, StructType):
+        return (
+            isinstance(found, StructType)
+            and len(found.fields) == len(wanted.fields)
+            and all(
+                _same_shape(a.dataType, b.dataType)
+                for a, b in zip(found.fields, wanted.fields, strict=True)
+            )
+        )
+    if isinstance(wanted, ArrayType):
+        return isinstance(found, ArrayType) and _same_shape(found.elementType, wanted.elementType)
+    if isinstance(wanted, MapType):
+        return (
+            isinstance(found, MapType)
+            and _same_shape(found.keyType, wanted.keyType)
+            and _same_shape(found.valueType, wanted.valueType)
+        )
+    return type(found) is type(wanted)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _typed(exc: Exception) -> Exception:
+    """The toolkit error inside a Spark-wrapped exception, re-raised as its own type."""
+    explained = errors.explain(exc)
+    if explained is None:
+        return exc
+    kind, _, message = explained.partition(": ")
+    error_type = getattr(errors, kind, None)
+    if isinstance(error_type, type) and issubclass(error_type, errors.MqfError):
+        return error_type(message)
+    return InputError(message)
+
+
+def _as_of(
+    directory: Path, files: list[TableFile], given: dt.datetime | None
+) -> tuple[dt.datetime, str]:
+    """The instant to judge at and where it came from (see the module docstring)."""
+    if given is not None:
+        # A naive instant is taken as UTC, like every timestamp of the toolkit.
+        utc = given.replace(tzinfo=dt.UTC) if given.tzinfo is None else given.astimezone(dt.UTC)
+        return utc, "the as_of argument"
+    marker = directory / SNAPSHOT_FILE
+    if marker.exists():
+        try:
+            taken_at = json.loads(marker.read_text(encoding="utf-8"))["taken_at"]
+            when = dt.datetime.fromisoformat(str(taken_at))
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise InputError(
+                f'{marker.name}: expected {{"taken_at": "<ISO-8601 instant with UTC offset>"}} '
+                f"({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
+        if when.tzinfo is None:
+            raise InputError(f"{marker.name}: taken_at {taken_at!r} has no UTC offset")
+        return when.astimezone(dt.UTC), marker.name
+    newest = max(_newest_mtime(f.path) for f in files)
+    return dt.datetime.fromtimestamp(newest, dt.UTC), "the newest modification time of the files"
+
+
+def _newest_mtime(path: Path) -> float:
+    if path.is_dir():
+        times = [
+            (Path(root) / name).stat().st_mtime
+            for root, _, names in os.walk(path)
+            for name in names
+            if not name.startswith((".", "_"))
+        ]
+        return max(times, default=path.stat().st_mtime)
+    return path.stat().st_mtime
+
+
+# ---------------------------------------------------------------------------------------------
+# The data source: a cqlsh CSV file in byte ranges.
+
+
+@dataclass
+class ByteRange(InputPartition):
+    """The rows whose line starts at a byte offset in [start, end)."""
+
+    start: int
+    end: int
+
+
+class CqlshCsvSource(DataSource):
+    """``spark.read.format("mqf_cqlsh_csv")``: one cqlsh ``COPY TO`` CSV file of a James table.
+
+    Options: ``path``, ``table`` (a key of TABLE_COLUMNS), ``header`` (JSON list of the file's
+    column names, in file order; checked by the caller), ``chunk_bytes`` (partition size).
+    The schema is the table's canonical one (schema.py), without ``table_version``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqf_cqlsh_csv"
+
+    def _table(self) -> str:
+        table = self.options.get("table", "")
+        if table not in TABLE_COLUMNS:
+            raise ConfigError(f"option 'table' must be one of {', '.join(TABLE_COLUMNS)}")
+        return table
+
+    def schema(self) -> str:
+        return _CANONICAL[self._table()]
+
+    def reader(self, schema: Any) -> CqlshCsvReader:
+        table = self._table()
+        path = self.options.get("path")
+        if not path:
+            raise ConfigError("option 'path' is required")
+        header = json.loads(self.options.get("header") or "null") or [
+            n for n, _ in TABLE_COLUMNS[table]
+        ]
+        return CqlshCsvReader(
+            path, table, header, int(self.options.get("chunk_bytes", str(CHUNK_BYTES)))
+        )
+
+
+class CqlshCsvReader(DataSourceReader):
+    """Plans byte ranges on the driver; `read` parses one range in a Python worker."""
+
+    def __init__(self, path: str, table: str, header: list[str], chunk_bytes: int) -> None:
+        if chunk_bytes < 1:
+            raise ConfigError("chunk_bytes must be at least 1")
+        self.path = path
+        self.table = table
+        self.header = [h.lower() for h in header]
+        self.chunk_bytes = chunk_bytes
+
+    def partitions(self) -> list[ByteRange]:
+        try:
+            size = os.path.getsize(self.path)
+        except OSError as exc:
+            raise InputError(f"{Path(self.path).name}: cannot be read ({exc.strerror})") from None
+        count = max(1, -(-size // self.chunk_bytes))
+        return [
+            ByteRange(i * self.chunk_bytes, min(size, (i + 1) * self.chunk_bytes))
+            for i in range(count)
+        ]
+
+    def read(self, partition: ByteRange) -> Iterator[tuple]:  # type: ignore[override]
+        import csv
+
+        from mqforensics.systems.james.cqlsh_values import parser_for
+
+        # Python's csv refuses fields over 128 KiB by default; attribute maps can be larger.
+        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+        name = Path(self.path).name
+        types = dict(TABLE_COLUMNS[self.table])
+        parsers = [parser_for(types[column], column) for column in self.header]
+        order = [self.header.index(column) for column, _ in TABLE_COLUMNS[self.table]]
+        width = len(self.header)
+        with open(self.path, "rb") as stream:
+            if partition.start == 0:
+                stream.readline()  # the header line, checked on the driver
+            else:
+                # Hadoop's LineRecordReader rule: a line belongs to the range holding its first
+                # byte, so skip the tail of a line that began in the previous range.
+                stream.seek(partition.start - 1)
+                if stream.read(1) != b"\n":
+                    stream.readline()
+            offset = stream.tell()
+            while offset < partition.end:
+                raw = stream.readline()
+                if not raw:
+                    break
+                line_start, offset = offset, offset + len(raw)
+                fields = self._fields(raw, line_start, name)
+                if fields is None:
+                    continue
+                if len(fields) != width:
+                    raise InputError(
+                        f"{name} line {_line_number(self.path, line_start)}: "
+                        f"{len(fields)} field(s), the header has {width}"
+                    )
+                try:
+                    values = [parse(field) for parse, field in zip(parsers, fields, strict=True)]
+                except InputError as exc:
+                    raise InputError(
+                        f"{name} line {_line_number(self.path, line_start)}: {exc.message}"
+                    ) from None
+                yield tuple(values[i] for i in order)
+
+    def _fields(self, raw: bytes, line_start: int, name: str) -> list[str] | None:
+        """The CSV fields of one line; None for a blank line."""
+        import csv
+
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"{name} line {_line_number(self.path, line_start)}: not UTF-8 "
+                f"(byte {exc.start + 1} of the line)"
+            ) from None
+        text = text[:-2] if text.endswith("\r\n") else text.rstrip("\n")
+        if not text.strip():
+            return None
+        try:
+            return next(csv.reader([text], **_DIALECT))  # type: ignore[arg-type]
+        except csv.Error as exc:
+            raise InputError(
+                f"{name} line {_line_number(self.path, line_start)}: malformed CSV ({exc}; "
+                "cqlsh never writes a line break inside a value)"
+            ) from None
+
+
+def _line_number(path: str, offset: int) -> int:
+    """1-based number of the line starting at byte `offset` (only computed for a message)."""
+    count = 0
+    remaining = offset
+    with open(path, "rb") as stream:
+        while remaining > 0:
+            block = stream.read(min(remaining, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            remaining -= len(block)
+    return count + 1
