@@ -10,6 +10,7 @@ from mqforensics import __version__, demo
 from mqforensics.errors import MqfError, explain
 from mqforensics.services import cli as services_cli
 from mqforensics.systems.james import audit as james_audit
+from mqforensics.systems.james import validate as james_validate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="read a mail queue store and report what is wrong")
     systems = audit.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_audit.add_parser(systems)
+    validate = commands.add_parser("validate", help="run the expectation suites on a store")
+    validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
+    james_validate.add_parser(validate_systems)
     services_cli.add_parser(commands)
     return parser
 

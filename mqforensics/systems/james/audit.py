@@ -48,8 +48,8 @@ def parse_duration(text: str) -> dt.timedelta:
     return dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "d"])
 
 
-def add_parser(systems: argparse._SubParsersAction) -> None:
-    parser = systems.add_parser("james", help="Apache James distributed mail queue")
+def add_state_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a James state is read from: shared by `audit james` and `validate james`."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--cassandra",
@@ -72,7 +72,6 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
         metavar="PARQUET",
         help="a saved listing with the mqf_blobs columns",
     )
-    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
     parser.add_argument(
         "--as-of",
         type=parse_instant,
@@ -91,7 +90,13 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
         "each queue's contentStart)",
     )
     parser.add_argument("--queue", action="append", default=[], help="only this queue (repeat)")
-    parser.add_argument("--consistency", default="LOCAL_QUORUM")
+    parser.add_argument("--consistency", default="LOCAL_QUORUM")  # fmt: skip
+
+
+def add_parser(systems: argparse._SubParsersAction) -> None:
+    parser = systems.add_parser("james", help="Apache James distributed mail queue")
+    add_state_arguments(parser)
+    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
     parser.add_argument("--stuck-after", type=parse_duration, default=dt.timedelta(days=1))
     parser.add_argument("--blob-grace", type=parse_duration, default=dt.timedelta(hours=1))
     parser.add_argument(
@@ -211,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         references_complete=args.references_complete,
     )
     rows = write_findings(run_checks(state, options), args.out)
+    state.unpersist()
     print(f"James queue state: {state.source}; judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")

@@ -345,6 +345,8 @@ def stuck_mail(ctx: Context) -> DataFrame:
 
 
 def _referenced_keys(ctx: Context) -> DataFrame:
+    if ctx.state.blob_references is not None:
+        return ctx.state.blob_references.select("key").where(F.col("key").isNotNull()).distinct()
     return (
         ctx.state.entries.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key"))
         .where(F.col("key").isNotNull())
@@ -560,6 +562,7 @@ def run_checks(
     unknown = sorted(set(only or []) - set(CHECKS))
     if unknown:
         raise InputError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    state.persist()
     ctx = Context(state, options or AuditOptions(), config_events(state))
     selected = [CHECKS[name] for name in (only or CHECKS)]
     return findings.union_all(state.entries.sparkSession, (check(ctx) for check in selected))

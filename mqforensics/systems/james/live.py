@@ -72,7 +72,7 @@ def enumerate_partitions(
     ranges: dict[str, tuple[int, int]], window: int, bucket_count: int
 ) -> list[tuple[str, int, int]]:
     """Every (queue, slice start, bucket) with start in [first, last] aligned to `window`."""
-    keys = []
+    keys: list[tuple[str, int, int]] = []
     for queue, (first, last) in sorted(ranges.items()):
         start = (first // window) * window
         for slice_start in range(start, last + 1, window):
@@ -95,7 +95,7 @@ class JamesEnqueuedSource(DataSource):
     def schema(self) -> str:
         return schema.ENTRIES
 
-    def reader(self, schema_: Any) -> JamesEnqueuedReader:
+    def reader(self, schema: Any) -> JamesEnqueuedReader:  # Spark passes it by this name
         return JamesEnqueuedReader(dict(self.options))
 
 
@@ -229,6 +229,7 @@ def read_live(
         spark, endpoint, keyspace, schema.DELETED_TABLE,
         splits=options.splits, consistency=options.consistency, columns="queuename,enqueueid",
     )  # fmt: skip
+    blob_references = None
     if options.mode == "scan":
         entries = read_table(
             spark, endpoint, keyspace, table,
@@ -246,6 +247,15 @@ def read_live(
         entries = _enumerated_entries(
             spark, endpoint, options, table, browse_rows, content_rows, window, buckets, as_of
         )
+        # Orphan detection needs every reference, not only the enumerated partitions'.
+        blob_references = (
+            read_table(
+                spark, endpoint, keyspace, table, splits=options.splits,
+                consistency=options.consistency, columns="headerblobid,bodyblobid",
+            )
+            .select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key"))
+            .distinct()
+        )  # fmt: skip
     if options.queues:
         wanted = list(options.queues)
         entries = entries.where(F.col("queuename").isin(wanted))
@@ -259,6 +269,7 @@ def read_live(
         content_start=spark.createDataFrame(content_rows, schema.CONTENT_START),
         config_history=spark.createDataFrame(history, schema.CONFIG_HISTORY),
         as_of=as_of,
+        blob_references=blob_references,
         source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
     )
 

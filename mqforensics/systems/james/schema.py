@@ -31,7 +31,6 @@ ENTRIES = (
     "perrecipientspecificheaders array<struct<_1: string, _2: string, _3: string>>, "
     "table_version string"
 )
-ENTRY_COLUMNS = [c.split()[0] for c in ENTRIES.split(", ") if not c.startswith(("_2", "_3"))]
 
 # Presence of (queuename, enqueueid) means the mail was dequeued or deleted.
 DELETED = "queuename string, enqueueid string"

@@ -25,8 +25,30 @@ class JamesState:
     config_history: DataFrame
     as_of: dt.datetime
     blobs: DataFrame | None = None
+    # Every blob id the queue view references (column `key`), when it is read more completely
+    # than `entries` (a live enumeration reads only some partitions, but orphan detection needs
+    # every reference: James's own MailQueueViewBlobReferenceSource scans the whole table).
+    blob_references: DataFrame | None = None
     source: str = ""
     notes: list[str] = field(default_factory=list)
+
+    def persist(self) -> JamesState:
+        """Keep the frames once read: every check reads them again, and a live source would
+        otherwise be queried (thousands of Cassandra partitions) once per check."""
+        from pyspark import StorageLevel
+
+        for frame in self._all_frames():
+            if not frame.storageLevel.useMemory and not frame.storageLevel.useDisk:
+                frame.persist(StorageLevel.MEMORY_AND_DISK)
+        return self
+
+    def unpersist(self) -> None:
+        for frame in self._all_frames():
+            frame.unpersist()
+
+    def _all_frames(self) -> list[DataFrame]:
+        extra = [self.blob_references] if self.blob_references is not None else []
+        return [*self.frames().values(), *extra]
 
     def frames(self) -> dict[str, DataFrame]:
         named = {

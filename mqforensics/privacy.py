@@ -1,0 +1,56 @@
+"""Pseudonymisation of mail addresses in everything a report shows.
+
+Reports, findings summaries and validation samples may quote values that contain mail addresses
+(senders, recipients, error messages). They are shown pseudonymised by default: the local part is
+replaced by ``u-`` and 8 hex digits of a SHA-256 over the salt and the address, the domain is
+kept (``alice@example.org`` -> ``u-3fa2c1d0@example.org``), so a reader can still tell addresses
+apart, group them by domain and match them across one report, without learning who they are.
+
+The hash is stable: the same address (domain compared case-insensitively) and salt always give
+the same pseudonym. Without a salt anyone holding a candidate address can recompute its
+pseudonym; pass a per-investigation secret `salt` when that matters. Pseudonymising is idempotent:
+text that is already pseudonymised is left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# An unquoted address: dot-atom local part (RFC 5322 atext) and a host name (a dot is optional:
+# James accepts `user@localhost`). Quoted local parts are rare in queues and not matched.
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+ADDRESS = re.compile(
+    rf"(?<![A-Za-z0-9!#$%&'*+/=?^_`{{|}}~.-])"
+    rf"(?P<local>{_ATEXT}+(?:\.{_ATEXT}+)*)"
+    r"@(?P<domain>[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)"
+)
+_PSEUDONYM = re.compile(r"u-[0-9a-f]{8}")
+_DIGITS = 8
+
+
+def _token(value: str, salt: str) -> str:
+    digest = hashlib.sha256(f"{salt}\x00{value}".encode()).hexdigest()
+    return f"u-{digest[:_DIGITS]}"
+
+
+def pseudonymize_address(addr: str, salt: str = "") -> str:
+    """``local@domain`` with the local part replaced by a short stable hash of the address.
+
+    The domain is kept as written. A value without ``@`` is treated as a bare local part and
+    replaced as a whole. An address that is already a pseudonym is returned unchanged.
+    """
+    local, at, domain = addr.rpartition("@")
+    if not at:
+        return addr if _PSEUDONYM.fullmatch(addr) else _token(addr, salt)
+    if _PSEUDONYM.fullmatch(local):
+        return addr
+    return f"{_token(f'{local}@{domain.lower()}', salt)}@{domain}"
+
+
+def pseudonymize_text(text: str, salt: str = "") -> str:
+    """`text` with every mail address in it pseudonymised (see `pseudonymize_address`)."""
+    if "@" not in text:
+        return text
+    return ADDRESS.sub(lambda m: pseudonymize_address(m.group(0), salt), text)
