@@ -78,6 +78,32 @@ def s3() -> dict:
 
 
 @pytest.fixture(scope="session")
+def cqlsh(cassandra, tmp_path_factory):
+    """Run the real cqlsh (PyPI) against the session's Cassandra: ``cqlsh("COPY ...")``.
+
+    HOME points at an empty directory so no cqlshrc changes its output; the call fails on a
+    non-zero exit or on "Error for", which is how COPY TO reports a token range it dropped.
+    """
+    import subprocess
+    import sys
+
+    home = tmp_path_factory.mktemp("cqlsh-home")
+    binary = Path(sys.executable).parent / "cqlsh"
+
+    def run(statement: str) -> str:
+        result = subprocess.run(
+            [str(binary), cassandra["host"], str(cassandra["port"]),
+             "-u", cassandra["username"], "-p", cassandra["password"], "-e", statement],
+            env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        output = result.stdout + result.stderr
+        assert result.returncode == 0 and "Error for" not in output, output
+        return output
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def spark_connect() -> dict:
     """A real Spark Connect server (``remote``: its sc:// URL), local mode, on 127.0.0.1."""
     return _server("spark-connect")

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -40,7 +37,6 @@ from mqforensics.systems.james.snapshot import (
 
 pytestmark = pytest.mark.integration
 
-CQLSH = Path(sys.executable).parent / "cqlsh"
 T0 = dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
 UTC = dt.UTC
 
@@ -166,32 +162,6 @@ def _mails() -> list[dict]:
     return rows
 
 
-def _cqlsh(cassandra: dict, statement: str, home: Path) -> str:
-    """Run the real cqlsh; HOME points at an empty directory so no cqlshrc changes its output."""
-    env = {**os.environ, "HOME": str(home)}
-    result = subprocess.run(
-        [
-            str(CQLSH),
-            cassandra["host"],
-            str(cassandra["port"]),
-            "-u",
-            cassandra["username"],
-            "-p",
-            cassandra["password"],
-            "-e",
-            statement,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    output = result.stdout + result.stderr
-    # COPY TO reports a failed token range as "Error for (lo, hi)" and drops its rows.
-    assert result.returncode == 0 and "Error for" not in output, output
-    return output
-
-
 @pytest.fixture(scope="module")
 def endpoint(cassandra) -> CassandraEndpoint:
     return CassandraEndpoint(
@@ -264,18 +234,16 @@ def keyspace(endpoint):
 
 
 @pytest.fixture(scope="module")
-def exports(cassandra, keyspace, tmp_path_factory) -> dict[str, Path]:
+def exports(cqlsh, keyspace, tmp_path_factory) -> dict[str, Path]:
     """Each table exported by the real cqlsh: a V4 directory and a V3 one (no contentstart)."""
     root = tmp_path_factory.mktemp("exports")
-    home = root / "home"
-    home.mkdir()
     everything = root / "all"
     everything.mkdir()
     statements = [
         f"COPY {keyspace}.{table} TO '{everything / table}.csv' WITH HEADER=true"
         for table in TABLE_COLUMNS
     ]
-    _cqlsh(cassandra, "; ".join(statements), home)
+    cqlsh("; ".join(statements))
     v4, v3 = root / "v4", root / "v3"
     for directory, tables in [
         (v4, ["enqueuedmailsv4", "deletedmailsv2", "browsestart", "contentstart", "eventstore"]),
@@ -284,7 +252,7 @@ def exports(cassandra, keyspace, tmp_path_factory) -> dict[str, Path]:
         directory.mkdir()
         for table in tables:
             shutil.copy(everything / f"{table}.csv", directory / f"{table}.csv")
-    return {"all": everything, "v4": v4, "v3": v3, "home": home}
+    return {"all": everything, "v4": v4, "v3": v3}
 
 
 def _rows(frame, key: list[str]) -> list[dict]:
