@@ -539,9 +539,11 @@ def read_james_blobs(
     location: str | None = None,
     inventory: str | None = None,
     endpoint: S3Endpoint | None = None,
+    split: str = "prefix",
 ) -> DataFrame:
     """James's default bucket as the `BLOBS` frame, from exactly one of a live listing
-    (`location`: ``s3://bucket[/prefix]`` or a directory) or an S3 Inventory report.
+    (`location`: ``s3://bucket[/prefix]`` or a directory; `split` as in `blobstore`) or an S3
+    Inventory report.
     """
     from mqforensics.systems.james.blob_ids import with_parsed_blob_ids
     from mqforensics.systems.james.schema import BLOBS
@@ -549,7 +551,7 @@ def read_james_blobs(
     if (location is None) == (inventory is None):
         raise ConfigError("give exactly one of location (a live listing) or inventory (a report)")
     if location is not None:
-        frame = read_blobs(spark, location, endpoint)
+        frame = read_blobs(spark, location, endpoint, split)
     else:
         frame = read_inventory(spark, inventory or "", endpoint)
     columns = [c.split()[0] for c in BLOBS.split(", ")]

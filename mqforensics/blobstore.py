@@ -7,7 +7,10 @@ Reading never modifies the store. Options:
 
 ``location`` (``s3://bucket[/prefix]``, ``file:///dir`` or a plain directory path), and for S3
 ``endpoint_url``, ``region``, ``aws_access_key_id``, ``aws_secret_access_key`` (absent keys fall
-back to boto3's usual credential chain in the worker).
+back to boto3's usual credential chain in the worker), and ``split``: ``prefix`` (default, as
+above) or ``hex``: 17 key ranges cut at the hex digits, listed in parallel with ListObjectsV2
+``StartAfter``, for flat buckets of UUID/hash keys. ``hex`` relies on S3's listing order (UTF-8
+binary order of keys), which SeaweedFS also keeps for keys without ``/``.
 """
 
 from __future__ import annotations
@@ -123,6 +126,26 @@ class Listing(InputPartition):
     recursive: bool
 
 
+@dataclass
+class KeyRange(InputPartition):
+    """Objects under `prefix` whose key is in [start, end) (None: unbounded)."""
+
+    prefix: str
+    start: str | None
+    end: str | None
+
+
+# Split points for `split=hex`: a flat bucket of UUID or hash keys (James's passthrough blob ids)
+# has no common prefix to split on, so its key space is cut at each hex digit instead.
+HEX_DIGITS = "0123456789abcdef"
+
+
+def key_ranges(prefix: str) -> list[KeyRange]:
+    """Contiguous ranges covering every key under `prefix` exactly once."""
+    bounds: list[str | None] = [None, *(prefix + c for c in HEX_DIGITS), None]
+    return [KeyRange(prefix, bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
 def _s3_error(exc: Exception, endpoint: S3Endpoint, location: Location) -> Exception:
     from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
@@ -161,8 +184,13 @@ class BlobListingReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
 
-    def partitions(self) -> list[Listing]:
+    def partitions(self) -> list[Listing] | list[KeyRange]:  # type: ignore[override]
         location = Location.parse(self.options.get("location"))
+        split = self.options.get("split", "prefix")
+        if split not in ("prefix", "hex"):
+            raise ConfigError(f"split must be 'prefix' or 'hex', not {split!r}")
+        if split == "hex" and location.scheme == "s3":
+            return key_ranges(location.prefix)
         if location.scheme == "file":
             root = Path(location.bucket)
             if not root.is_dir():
@@ -182,8 +210,11 @@ class BlobListingReader(DataSourceReader):
             raise _s3_error(exc, endpoint, location) from None
         return [Listing(location.prefix, False)] + [Listing(p, True) for p in sorted(prefixes)]
 
-    def read(self, partition: Listing) -> Iterator[tuple]:  # type: ignore[override]
+    def read(self, partition: Listing | KeyRange) -> Iterator[tuple]:  # type: ignore[override]
         location = Location.parse(self.options.get("location"))
+        if isinstance(partition, KeyRange):
+            yield from _list_range(S3Endpoint.from_options(self.options), location, partition)
+            return
         if location.scheme == "file":
             yield from _walk(Path(location.bucket), partition)
             return
@@ -207,6 +238,38 @@ class BlobListingReader(DataSourceReader):
             raise _s3_error(exc, endpoint, location) from None
 
 
+def _list_range(endpoint: S3Endpoint, location: Location, part: KeyRange) -> Iterator[tuple]:
+    from botocore.exceptions import ClientError
+
+    client = endpoint.client()
+    try:
+        if part.start is not None:
+            # StartAfter excludes its own key: an object named exactly `start` is fetched alone.
+            try:
+                head = client.head_object(Bucket=location.bucket, Key=part.start)
+                yield (
+                    location.bucket, part.start, int(head["ContentLength"]),
+                    head.get("LastModified"), (head.get("ETag") or "").strip('"') or None,
+                    head.get("StorageClass", "STANDARD"),
+                )  # fmt: skip
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey"):
+                    raise
+        arguments = {"Bucket": location.bucket, "Prefix": part.prefix}
+        if part.start is not None:
+            arguments["StartAfter"] = part.start
+        for page in client.get_paginator("list_objects_v2").paginate(**arguments):
+            for obj in page.get("Contents", []):
+                if part.end is not None and obj["Key"] >= part.end:
+                    return
+                yield (
+                    location.bucket, obj["Key"], int(obj["Size"]), obj.get("LastModified"),
+                    (obj.get("ETag") or "").strip('"') or None, obj.get("StorageClass"),
+                )  # fmt: skip
+    except Exception as exc:
+        raise _s3_error(exc, endpoint, location) from None
+
+
 def _walk(root: Path, partition: Listing) -> Iterator[tuple]:
     base = root / partition.prefix
     paths = base.rglob("*") if partition.recursive else base.glob("*")
@@ -224,9 +287,15 @@ def _walk(root: Path, partition: Listing) -> Iterator[tuple]:
         )
 
 
-def read_blobs(spark: SparkSession, location: str, endpoint: S3Endpoint | None = None) -> DataFrame:
-    """The inventory at `location` as a DataFrame (see module docstring)."""
-    reader = spark.read.format(BlobListingSource.name()).option("location", location)
+def read_blobs(
+    spark: SparkSession, location: str, endpoint: S3Endpoint | None = None, split: str = "prefix"
+) -> DataFrame:
+    """The inventory at `location` as a DataFrame (see module docstring for `split`)."""
+    reader = (
+        spark.read.format(BlobListingSource.name())
+        .option("location", location)
+        .option("split", split)
+    )
     if location.startswith(("s3://", "s3a://")):
         for key, value in (endpoint or S3Endpoint.from_env()).to_options().items():
             reader = reader.option(key, value)

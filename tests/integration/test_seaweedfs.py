@@ -105,3 +105,25 @@ def test_a_server_that_goes_away_is_a_clear_error(spark, tmp_path):
     assert (
         explain(caught.value) == f"ServerUnavailable: S3 endpoint {info['endpoint']} is unreachable"
     )
+
+
+def test_hex_split_lists_a_flat_bucket_in_17_ranges_each_key_exactly_once(spark, s3):
+    client = endpoint_of(s3).client()
+    name = f"mqf-it-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=name)
+    # Keys on every boundary ("0", "a", "f"), before the first ("!", "-x"), between "9" and "a"
+    # ("Zeta", "_u"), after the last ("zz", "ü"), and passthrough-style UUIDs.
+    keys = ["0", "a", "f", "!", "-x", "Zeta", "_u", "zz", "ü", "9", "9zz", "f0", "ff"]
+    keys += [str(uuid.UUID(int=n * 7919 + 12345)) for n in range(40)]
+    for key in keys:
+        client.put_object(Bucket=name, Key=key, Body=key.encode())
+    try:
+        frame = read_blobs(spark, f"s3://{name}", endpoint_of(s3), split="hex")
+        assert frame.rdd.getNumPartitions() == 17
+        rows = frame.collect()
+        assert sorted(r.key for r in rows) == sorted(keys)  # every key, none twice
+        assert {r.key: r.size for r in rows} == {k: len(k.encode()) for k in keys}
+    finally:
+        for key in keys:
+            client.delete_object(Bucket=name, Key=key)
+        client.delete_bucket(Bucket=name)

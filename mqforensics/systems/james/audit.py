@@ -73,6 +73,13 @@ def add_state_arguments(parser: argparse.ArgumentParser) -> None:
         help="a saved listing with the mqf_blobs columns",
     )
     parser.add_argument(
+        "--blob-split",
+        choices=["prefix", "hex"],
+        default="prefix",
+        help="list --blobs in parallel by top-level prefix, or by 17 key ranges (hex: for flat "
+        "buckets of UUID/hash keys such as passthrough blob ids)",
+    )
+    parser.add_argument(
         "--as-of",
         type=parse_instant,
         help="instant age checks are judged at (default: snapshot time, or now)",
@@ -135,7 +142,9 @@ def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
         state = read_snapshot(spark, args.snapshot, as_of=args.as_of)
         state.source = state.source or f"snapshot {args.snapshot}"
     if args.blobs:
-        state.blobs = read_james_blobs(spark, location=args.blobs, endpoint=S3Endpoint.from_env())
+        state.blobs = read_james_blobs(
+            spark, location=args.blobs, endpoint=S3Endpoint.from_env(), split=args.blob_split
+        )
     elif args.blob_inventory:
         state.blobs = read_james_blobs(
             spark, inventory=args.blob_inventory, endpoint=S3Endpoint.from_env()
