@@ -72,6 +72,16 @@ def cassandra() -> dict:
 
 
 @pytest.fixture(scope="session")
+def cassandra_endpoint(cassandra):
+    """A CassandraEndpoint for the session's Cassandra, with its superuser login."""
+    from mqforensics.cassandra_connection import CassandraEndpoint
+
+    return CassandraEndpoint(
+        (cassandra["host"],), cassandra["port"], cassandra["username"], cassandra["password"]
+    )
+
+
+@pytest.fixture(scope="session")
 def s3() -> dict:
     """Connection info of the session's real SeaweedFS S3 gateway (endpoint, keys, region)."""
     return _server("seaweedfs")

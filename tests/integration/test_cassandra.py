@@ -8,7 +8,6 @@ import uuid
 import pytest
 from cassandra.util import uuid_from_time
 
-from mqforensics.cassandra_connection import CassandraEndpoint
 from mqforensics.cassandra_scan import read_table
 from mqforensics.errors import AuthenticationFailed, InputError, ServerUnavailable, explain
 
@@ -19,17 +18,10 @@ QUEUES = ["spool", "outgoing", "bounces"]
 
 
 @pytest.fixture(scope="module")
-def endpoint(cassandra) -> CassandraEndpoint:
-    return CassandraEndpoint(
-        ("127.0.0.1",), cassandra["port"], cassandra["username"], cassandra["password"]
-    )
-
-
-@pytest.fixture(scope="module")
-def mails(endpoint):
+def mails(cassandra_endpoint):
     """A keyspace with one queue-like table: partitions of (queue, slice, bucket), like James's."""
     keyspace = f"mqf_it_{uuid.uuid4().hex[:8]}"
-    cluster, session = endpoint.connect()
+    cluster, session = cassandra_endpoint.connect()
     session.execute(
         f"CREATE KEYSPACE {keyspace} WITH replication = "
         "{'class': 'SimpleStrategy', 'replication_factor': 1}"
@@ -91,8 +83,8 @@ def as_tuples(rows):
     }
 
 
-def test_the_server_is_a_real_cassandra_5_0(endpoint):
-    cluster, session = endpoint.connect()
+def test_the_server_is_a_real_cassandra_5_0(cassandra_endpoint):
+    cluster, session = cassandra_endpoint.connect()
     try:
         version = session.execute("SELECT release_version FROM system.local").one()[0]
     finally:
@@ -100,9 +92,9 @@ def test_the_server_is_a_real_cassandra_5_0(endpoint):
     assert version.startswith("5.0.")
 
 
-def test_rows_written_with_the_driver_read_back_with_the_driver(endpoint, mails):
+def test_rows_written_with_the_driver_read_back_with_the_driver(cassandra_endpoint, mails):
     keyspace, _expected = mails
-    cluster, session = endpoint.connect(keyspace)
+    cluster, session = cassandra_endpoint.connect(keyspace)
     try:
         assert session.execute("SELECT count(*) FROM mails").one()[0] == ROWS
         row = session.execute(
@@ -117,18 +109,18 @@ def test_rows_written_with_the_driver_read_back_with_the_driver(endpoint, mails)
 
 
 @pytest.mark.parametrize("splits", [1, 7, 40])
-def test_token_range_scan_reads_every_row_exactly_once(spark, endpoint, mails, splits):
+def test_token_range_scan_reads_every_row_exactly_once(spark, cassandra_endpoint, mails, splits):
     keyspace, expected = mails
-    frame = read_table(spark, endpoint, keyspace, "mails", splits=splits, page_size=50)
+    frame = read_table(spark, cassandra_endpoint, keyspace, "mails", splits=splits, page_size=50)
     assert frame.rdd.getNumPartitions() == splits
     rows = frame.collect()
     assert len(rows) == ROWS  # no duplicates across token ranges and pages
     assert as_tuples(rows) == expected
 
 
-def test_schema_follows_the_table(spark, endpoint, mails):
+def test_schema_follows_the_table(spark, cassandra_endpoint, mails):
     keyspace, _ = mails
-    frame = read_table(spark, endpoint, keyspace, "mails")
+    frame = read_table(spark, cassandra_endpoint, keyspace, "mails")
     assert frame.columns == [
         "queue",
         "slice",
@@ -145,39 +137,44 @@ def test_schema_follows_the_table(spark, endpoint, mails):
     )
 
 
-def test_a_column_subset(spark, endpoint, mails):
+def test_a_column_subset(spark, cassandra_endpoint, mails):
     keyspace, expected = mails
-    frame = read_table(spark, endpoint, keyspace, "mails", columns="id,size")
+    frame = read_table(spark, cassandra_endpoint, keyspace, "mails", columns="id,size")
     assert {(r.id, r.size) for r in frame.collect()} == {(e[3], e[7]) for e in expected}
 
 
-def test_wrong_password_is_an_authentication_error_that_hides_the_password(endpoint):
-    wrong = dataclasses.replace(endpoint, password="not-the-password")
+def test_wrong_password_is_an_authentication_error_that_hides_the_password(cassandra_endpoint):
+    wrong = dataclasses.replace(cassandra_endpoint, password="not-the-password")
     with pytest.raises(AuthenticationFailed) as caught:
         wrong.connect()
     assert "refused the credentials of user 'cassandra'" in str(caught.value)
     assert "not-the-password" not in str(caught.value)
 
 
-def test_errors_from_inside_spark_come_out_as_one_line(spark, endpoint, mails):
+def test_errors_from_inside_spark_come_out_as_one_line(spark, cassandra_endpoint, mails):
     keyspace, _ = mails
     cases = [
         (
-            dataclasses.replace(endpoint, password="nope"),
+            dataclasses.replace(cassandra_endpoint, password="nope"),
             keyspace,
             "mails",
-            f"AuthenticationFailed: Cassandra at 127.0.0.1:{endpoint.port} refused the credentials "
-            "of user 'cassandra'",
+            f"AuthenticationFailed: Cassandra at 127.0.0.1:{cassandra_endpoint.port} refused the "
+            "credentials of user 'cassandra'",
         ),
         (
-            endpoint,
+            cassandra_endpoint,
             keyspace,
             "nope",
             f"InputError: table {keyspace}.nope does not exist (tables in {keyspace}: mails)",
         ),
-        (endpoint, "no_such_keyspace", "mails", "InputError: keyspace 'no_such_keyspace' does not"),
         (
-            dataclasses.replace(endpoint, port=1, connect_timeout=2),
+            cassandra_endpoint,
+            "no_such_keyspace",
+            "mails",
+            "InputError: keyspace 'no_such_keyspace' does not",
+        ),
+        (
+            dataclasses.replace(cassandra_endpoint, port=1, connect_timeout=2),
             keyspace,
             "mails",
             "ServerUnavailable: Cassandra at 127.0.0.1:1 is unreachable",
@@ -189,8 +186,8 @@ def test_errors_from_inside_spark_come_out_as_one_line(spark, endpoint, mails):
         assert explain(caught.value).startswith(message)
 
 
-def test_connect_errors_are_typed(endpoint):
+def test_connect_errors_are_typed(cassandra_endpoint):
     with pytest.raises(ServerUnavailable):
-        dataclasses.replace(endpoint, port=1, connect_timeout=2).connect()
+        dataclasses.replace(cassandra_endpoint, port=1, connect_timeout=2).connect()
     with pytest.raises(InputError, match="keyspace 'no_such_keyspace' does not exist"):
-        endpoint.connect("no_such_keyspace")
+        cassandra_endpoint.connect("no_such_keyspace")

@@ -19,7 +19,6 @@ import uuid
 import pytest
 
 from mqforensics.blobstore import S3Endpoint
-from mqforensics.cassandra_connection import CassandraEndpoint
 from mqforensics.cli import main
 from mqforensics.systems.james import generate as gen
 from mqforensics.systems.james.config_history import history_rows
@@ -98,11 +97,9 @@ def unreachable_by_enumeration(state: gen.GeneratedState) -> set[str]:
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
-def loaded(request, cassandra, s3):
+def loaded(request, cassandra_endpoint, s3):
     state = gen.generate(spec_for(request.param))
-    endpoint = CassandraEndpoint(
-        (cassandra["host"],), cassandra["port"], cassandra["username"], cassandra["password"]
-    )
+    endpoint = cassandra_endpoint
     keyspace = f"james_audit_{uuid.uuid4().hex[:8]}"
     bucket = f"james-audit-{uuid.uuid4().hex[:8]}"
     s3_endpoint = S3Endpoint(s3["endpoint"], s3["region"], s3["access_key"], s3["secret_key"])

@@ -7,7 +7,6 @@ import uuid
 import pytest
 
 from mqforensics.blobstore import S3Endpoint
-from mqforensics.cassandra_connection import CassandraEndpoint
 from mqforensics.systems.james import generate as gen
 from mqforensics.systems.james.load import load_into_cassandra, load_into_s3
 
@@ -48,18 +47,11 @@ TYPES = {
 }
 
 
-@pytest.fixture(scope="module")
-def endpoint(cassandra) -> CassandraEndpoint:
-    return CassandraEndpoint(
-        (cassandra["host"],), cassandra["port"], cassandra["username"], cassandra["password"]
-    )
-
-
 @pytest.fixture
-def keyspace(endpoint):
+def keyspace(cassandra_endpoint):
     name = f"james_it_{uuid.uuid4().hex[:10]}"
     yield name
-    cluster, session = endpoint.connect()
+    cluster, session = cassandra_endpoint.connect()
     try:
         session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=120)
     finally:
@@ -87,12 +79,12 @@ def _columns(session, keyspace: str, table: str) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("version", ["v4", "v3"])
-def test_load_and_read_back(endpoint, keyspace, version):
+def test_load_and_read_back(cassandra_endpoint, keyspace, version):
     state = gen.generate(_spec(version))
-    written = load_into_cassandra(state, endpoint, keyspace)
+    written = load_into_cassandra(state, cassandra_endpoint, keyspace)
     table = state.enqueued_table
     assert written[table] == len(state.entries)
-    cluster, session = endpoint.connect(keyspace)
+    cluster, session = cassandra_endpoint.connect(keyspace)
     try:
         tables = {
             r.table_name
@@ -190,10 +182,10 @@ def test_load_and_read_back(endpoint, keyspace, version):
 
 def test_blobs_uploaded_to_s3(s3):
     state = gen.generate(_spec("v4"))
-    endpoint = S3Endpoint(s3["endpoint"], s3["region"], s3["access_key"], s3["secret_key"])
+    s3_endpoint = S3Endpoint(s3["endpoint"], s3["region"], s3["access_key"], s3["secret_key"])
     bucket = f"james-it-{uuid.uuid4().hex[:8]}"
-    assert load_into_s3(state, endpoint, bucket) == len(state.blobs)
-    client = endpoint.client()
+    assert load_into_s3(state, s3_endpoint, bucket) == len(state.blobs)
+    client = s3_endpoint.client()
     keys = {
         o["Key"]: o["Size"]
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics.cassandra_connection import CassandraEndpoint
 from mqforensics.cassandra_scan import read_table
 from mqforensics.errors import ConfigError, InputError, explain
 from mqforensics.systems.james import config_history
@@ -163,17 +162,10 @@ def _mails() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def endpoint(cassandra) -> CassandraEndpoint:
-    return CassandraEndpoint(
-        ("127.0.0.1",), cassandra["port"], cassandra["username"], cassandra["password"]
-    )
-
-
-@pytest.fixture(scope="module")
-def keyspace(endpoint):
+def keyspace(cassandra_endpoint):
     """A fresh keyspace holding James's tables with awkward rows in V4, V3 and the others."""
     name = f"mqf_snap_{uuid.uuid4().hex[:8]}"
-    cluster, session = endpoint.connect()
+    cluster, session = cassandra_endpoint.connect()
     session.execute(
         f"CREATE KEYSPACE {name} WITH replication = "
         "{'class': 'SimpleStrategy', 'replication_factor': 1}"
@@ -228,7 +220,7 @@ def keyspace(endpoint):
         )
     cluster.shutdown()
     yield name
-    cluster, session = endpoint.connect()
+    cluster, session = cassandra_endpoint.connect()
     session.execute(f"DROP KEYSPACE IF EXISTS {name}")
     cluster.shutdown()
 
@@ -260,8 +252,8 @@ def _rows(frame, key: list[str]) -> list[dict]:
     return sorted(rows, key=lambda r: tuple(str(r[k]) for k in key))
 
 
-def _driver(spark, endpoint, keyspace: str, table: str, columns: list[str]):
-    return read_table(spark, endpoint, keyspace, table, splits=4).select(*columns)
+def _driver(spark, cassandra_endpoint, keyspace: str, table: str, columns: list[str]):
+    return read_table(spark, cassandra_endpoint, keyspace, table, splits=4).select(*columns)
 
 
 def _no_empty_text(rows: list[dict], columns: list[str]) -> list[dict]:
@@ -281,11 +273,13 @@ def test_cqlsh_writes_the_format_the_parser_expects(exports):
 
 
 @pytest.mark.parametrize("version", ["v4", "v3"])
-def test_csv_snapshot_equals_what_the_driver_reads(spark, endpoint, keyspace, exports, version):
+def test_csv_snapshot_equals_what_the_driver_reads(
+    spark, cassandra_endpoint, keyspace, exports, version
+):
     state = read_snapshot(spark, exports[version])
     table = f"enqueuedmails{version}"
     columns = [c for c, _ in TABLE_COLUMNS[table]]
-    expected = _rows(_driver(spark, endpoint, keyspace, table, columns), ["enqueueid"])
+    expected = _rows(_driver(spark, cassandra_endpoint, keyspace, table, columns), ["enqueueid"])
     by_id = {r["enqueueid"]: r for r in expected}
     empty = by_id["5b1f2d3e-0000-4000-8000-000000000002"]
     if version == "v3":
@@ -311,17 +305,19 @@ def test_csv_snapshot_equals_what_the_driver_reads(spark, endpoint, keyspace, ex
             frame.schema.simpleString() == spark.createDataFrame([], schema).schema.simpleString()
         )
         assert _rows(frame, key) == _rows(
-            _driver(spark, endpoint, keyspace, table_name, names), key
+            _driver(spark, cassandra_endpoint, keyspace, table_name, names), key
         )
 
     if version == "v4":
-        driver = _driver(spark, endpoint, keyspace, "contentstart", ["queuename", "contentstart"])
+        driver = _driver(
+            spark, cassandra_endpoint, keyspace, "contentstart", ["queuename", "contentstart"]
+        )
         assert _rows(state.content_start, ["queuename"]) == _rows(driver, ["queuename"])
     else:
         assert state.content_start.count() == 0
         assert any("no contentstart" in note for note in state.notes)
 
-    events = read_table(spark, endpoint, keyspace, "eventstore")
+    events = read_table(spark, cassandra_endpoint, keyspace, "eventstore")
     history = config_history.history_frame(spark, events, "driver")
     assert state.config_history.schema.simpleString() == (
         spark.createDataFrame([], CONFIG_HISTORY).schema.simpleString()
@@ -337,11 +333,11 @@ def test_csv_snapshot_equals_what_the_driver_reads(spark, endpoint, keyspace, ex
 
 
 def test_eventstore_csv_equals_the_driver_including_the_static_column(
-    spark, endpoint, keyspace, exports
+    spark, cassandra_endpoint, keyspace, exports
 ):
     columns = ["aggregateid", "eventid", "snapshot", "event"]
     got = read_table_export(spark, exports["all"] / "eventstore.csv", "eventstore")
-    expected = _driver(spark, endpoint, keyspace, "eventstore", columns)
+    expected = _driver(spark, cassandra_endpoint, keyspace, "eventstore", columns)
     assert _rows(got, ["aggregateid", "eventid"]) == _rows(expected, ["aggregateid", "eventid"])
 
 

@@ -37,27 +37,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-# The enqueued table's columns with their CQL types (V4 freezes the collections; values read
-# the same way). Source: CassandraMailQueueViewDataDefinition.java.
-ENQUEUED_COLUMNS: list[tuple[str, str]] = [
-    ("queuename", "text"),
-    ("timerangestart", "timestamp"),
-    ("bucketid", "int"),
-    ("enqueueid", "uuid"),
-    ("enqueuedtime", "timestamp"),
-    ("name", "text"),
-    ("state", "text"),
-    ("headerblobid", "text"),
-    ("bodyblobid", "text"),
-    ("attributes", "map<text, blob>"),
-    ("errormessage", "text"),
-    ("sender", "text"),
-    ("recipients", "list<text>"),
-    ("remotehost", "text"),
-    ("remoteaddr", "text"),
-    ("lastupdated", "timestamp"),
-    ("perrecipientspecificheaders", "list<tuple<text, text, text>>"),
-]
+# The enqueued table's columns with their CQL types (V3's non-frozen collections read the same).
+ENQUEUED_COLUMNS = schema.TABLE_COLUMNS["enqueuedmailsv4"]
 DEFAULT_LOOKBACK = dt.timedelta(days=7)
 
 

@@ -56,3 +56,44 @@ BLOBS = (
     "bucket string, key string, size bigint, last_modified timestamp, etag string, "
     "storage_class string, id_kind string, family int, generation bigint, hash string"
 )
+
+# Column types of the tables as James creates them (CassandraMailQueueViewDataDefinition.java,
+# CassandraEventStoreDataDefinition.scala), in the canonical column order above. V3 has the same
+# columns with non-frozen collections.
+_ENQUEUED_V4 = [
+    ("queuename", "text"),
+    ("timerangestart", "timestamp"),
+    ("bucketid", "int"),
+    ("enqueueid", "uuid"),
+    ("enqueuedtime", "timestamp"),
+    ("name", "text"),
+    ("state", "text"),
+    ("headerblobid", "text"),
+    ("bodyblobid", "text"),
+    ("attributes", "frozen<map<text, blob>>"),
+    ("errormessage", "text"),
+    ("sender", "text"),
+    ("recipients", "frozen<list<text>>"),
+    ("remotehost", "text"),
+    ("remoteaddr", "text"),
+    ("lastupdated", "timestamp"),
+    ("perrecipientspecificheaders", "frozen<list<frozen<tuple<text, text, text>>>>"),
+]
+_V3_TYPES = {
+    "attributes": "map<text, blob>",
+    "recipients": "list<text>",
+    "perrecipientspecificheaders": "list<frozen<tuple<text, text, text>>>",
+}
+TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "enqueuedmailsv4": _ENQUEUED_V4,
+    "enqueuedmailsv3": [(n, _V3_TYPES.get(n, t)) for n, t in _ENQUEUED_V4],
+    DELETED_TABLE: [("queuename", "text"), ("enqueueid", "uuid")],
+    BROWSE_START_TABLE: [("queuename", "text"), ("browsestart", "timestamp")],
+    CONTENT_START_TABLE: [("queuename", "text"), ("contentstart", "timestamp")],
+    EVENT_STORE_TABLE: [
+        ("aggregateid", "text"),
+        ("eventid", "int"),
+        ("snapshot", "int"),
+        ("event", "text"),
+    ],
+}

@@ -49,6 +49,7 @@ from mqforensics.systems.james.schema import (
     ENTRIES,
     EVENT_STORE,
     EVENT_STORE_TABLE,
+    TABLE_COLUMNS,
 )
 from mqforensics.systems.james.state import JamesState
 
@@ -61,45 +62,6 @@ if TYPE_CHECKING:
 SNAPSHOT_FILE = "snapshot.json"
 CHUNK_BYTES = 64 * 1024 * 1024
 
-# Column types of the tables as James creates them (reference james.md §1.3), in the canonical
-# column order of schema.py. V3 has the same columns with non-frozen collections.
-_ENQUEUED_V4 = [
-    ("queuename", "text"),
-    ("timerangestart", "timestamp"),
-    ("bucketid", "int"),
-    ("enqueueid", "uuid"),
-    ("enqueuedtime", "timestamp"),
-    ("name", "text"),
-    ("state", "text"),
-    ("headerblobid", "text"),
-    ("bodyblobid", "text"),
-    ("attributes", "frozen<map<text, blob>>"),
-    ("errormessage", "text"),
-    ("sender", "text"),
-    ("recipients", "frozen<list<text>>"),
-    ("remotehost", "text"),
-    ("remoteaddr", "text"),
-    ("lastupdated", "timestamp"),
-    ("perrecipientspecificheaders", "frozen<list<frozen<tuple<text, text, text>>>>"),
-]
-_V3_TYPES = {
-    "attributes": "map<text, blob>",
-    "recipients": "list<text>",
-    "perrecipientspecificheaders": "list<frozen<tuple<text, text, text>>>",
-}
-TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "enqueuedmailsv4": _ENQUEUED_V4,
-    "enqueuedmailsv3": [(n, _V3_TYPES.get(n, t)) for n, t in _ENQUEUED_V4],
-    DELETED_TABLE: [("queuename", "text"), ("enqueueid", "uuid")],
-    BROWSE_START_TABLE: [("queuename", "text"), ("browsestart", "timestamp")],
-    CONTENT_START_TABLE: [("queuename", "text"), ("contentstart", "timestamp")],
-    EVENT_STORE_TABLE: [
-        ("aggregateid", "text"),
-        ("eventid", "int"),
-        ("snapshot", "int"),
-        ("event", "text"),
-    ],
-}
 # The canonical schema each table is normalised to.
 _CANONICAL = {
     "enqueuedmailsv4": ENTRIES.rsplit(", table_version string", 1)[0],
