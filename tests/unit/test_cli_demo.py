@@ -30,3 +30,18 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
     missing = tmp_path / "missing"
     assert err == f"mqforensics: error: InputError: dataset directory {missing} does not exist"
     assert not (tmp_path / "findings.json").exists()
+
+
+def test_summary_counts_findings_and_bytes_per_check_and_severity():
+    from mqforensics.systems.james.audit import summarise
+
+    rows = [
+        {"check": "unreclaimed_slice", "severity": "info", "bytes": 100},
+        {"check": "unreclaimed_slice", "severity": "warning", "bytes": 7},
+        {"check": "unreclaimed_slice", "severity": "warning", "bytes": None},
+    ]
+    assert summarise(rows).splitlines()[1:] == [
+        f"{'unreclaimed_slice':<22}{'info':<10}{1:>10,}{100:>16,}",
+        f"{'unreclaimed_slice':<22}{'warning':<10}{2:>10,}{7:>16,}",
+    ]
+    assert summarise([]).splitlines()[1] == "(no findings)"

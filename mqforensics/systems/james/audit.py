@@ -200,14 +200,15 @@ def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
 
 
 def summarise(rows: list[dict[str, Any]]) -> str:
-    lines = []
-    by_check: Counter[tuple[str, str]] = Counter((r["check"], r["severity"]) for r in rows)
-    size: Counter[str] = Counter()
+    """A table of findings and bytes per check and severity."""
+    counts: Counter[tuple[str, str]] = Counter()
+    size: Counter[tuple[str, str]] = Counter()
     for r in rows:
-        size[r["check"]] += r["bytes"] or 0
-    lines.append(f"{'check':<22}{'severity':<10}{'findings':>10}{'bytes':>16}")
-    for (check, severity), count in sorted(by_check.items()):
-        lines.append(f"{check:<22}{severity:<10}{count:>10,}{size[check]:>16,}")
+        counts[(r["check"], r["severity"])] += 1
+        size[(r["check"], r["severity"])] += r["bytes"] or 0
+    lines = [f"{'check':<22}{'severity':<10}{'findings':>10}{'bytes':>16}"]
+    for key, count in sorted(counts.items()):
+        lines.append(f"{key[0]:<22}{key[1]:<10}{count:>10,}{size[key]:>16,}")
     if not rows:
         lines.append("(no findings)")
     return "\n".join(lines)
