@@ -129,19 +129,24 @@ def _s3_parts(url: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.lstrip("/")
 
 
-def _read_s3_object(endpoint: S3Endpoint, bucket: str, key: str) -> bytes:
+def _s3_body(endpoint: S3Endpoint, bucket: str, key: str) -> BinaryIO:
+    """The streaming body of s3://bucket/key; a missing object is an InputError."""
     from botocore.exceptions import ClientError
 
     from mqforensics.blobstore import Location, _s3_error
 
     try:
-        return endpoint.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        return endpoint.client().get_object(Bucket=bucket, Key=key)["Body"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "404"):
             raise InputError(f"s3://{bucket}/{key} does not exist at {endpoint.where}") from None
         raise _s3_error(exc, endpoint, Location("s3", bucket, key)) from None
     except Exception as exc:
         raise _s3_error(exc, endpoint, Location("s3", bucket, key)) from None
+
+
+def _read_s3_object(endpoint: S3Endpoint, bucket: str, key: str) -> bytes:
+    return _s3_body(endpoint, bucket, key).read()
 
 
 def _local_manifest(path: Path) -> Path:
@@ -283,19 +288,7 @@ def _open(location: str, endpoint: S3Endpoint) -> BinaryIO:
             return open(location, "rb")  # closed by the caller
         except OSError as exc:
             raise InputError(f"cannot read {location}: {exc.strerror}") from None
-    from botocore.exceptions import ClientError
-
-    from mqforensics.blobstore import Location, _s3_error
-
-    bucket, key = _s3_parts(location)
-    try:
-        return endpoint.client().get_object(Bucket=bucket, Key=key)["Body"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "404"):
-            raise InputError(f"{location} does not exist at {endpoint.where}") from None
-        raise _s3_error(exc, endpoint, Location("s3", bucket, key)) from None
-    except Exception as exc:
-        raise _s3_error(exc, endpoint, Location("s3", bucket, key)) from None
+    return _s3_body(endpoint, *_s3_parts(location))
 
 
 def _check_md5(location: str, expected: str | None, actual: str) -> None:

@@ -12,9 +12,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mqforensics.errors import ServiceStartError
 from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
+
+if TYPE_CHECKING:
+    from mqforensics.blobstore import S3Endpoint
 
 ACCESS_KEY = "mqforensics-test"
 SECRET_KEY = "mqforensics-test-secret"
@@ -43,6 +47,13 @@ def s3_client(endpoint: str, access_key: str = ACCESS_KEY, secret_key: str = SEC
         region_name=REGION,
         config=Config(retries={"max_attempts": 2}, connect_timeout=3, read_timeout=10),
     )
+
+
+def s3_endpoint(info: dict) -> S3Endpoint:
+    """The S3Endpoint of a server started here, from its connection info."""
+    from mqforensics.blobstore import S3Endpoint
+
+    return S3Endpoint(info["endpoint"], info["region"], info["access_key"], info["secret_key"])
 
 
 def s3_ready(endpoint: str) -> bool:

@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 
-from mqforensics.blobstore import S3Endpoint
 from mqforensics.cli import main
+from mqforensics.services import seaweedfs
 from mqforensics.systems.james import generate as gen
 from mqforensics.systems.james.config_history import history_rows
 from mqforensics.systems.james.load import load_into_cassandra, load_into_s3
@@ -102,7 +102,7 @@ def loaded(request, cassandra_endpoint, s3):
     endpoint = cassandra_endpoint
     keyspace = f"james_audit_{uuid.uuid4().hex[:8]}"
     bucket = f"james-audit-{uuid.uuid4().hex[:8]}"
-    s3_endpoint = S3Endpoint(s3["endpoint"], s3["region"], s3["access_key"], s3["secret_key"])
+    s3_endpoint = seaweedfs.s3_endpoint(s3)
     load_into_cassandra(state, endpoint, keyspace)
     load_into_s3(state, s3_endpoint, bucket)
     yield state, keyspace, bucket

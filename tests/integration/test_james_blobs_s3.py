@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqforensics.blob_inventory import read_james_blobs
-from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import explain
+from mqforensics.services.seaweedfs import s3_endpoint
 
 pytestmark = pytest.mark.integration
 
@@ -31,13 +31,9 @@ BLOBS = {
 }
 
 
-def endpoint_of(info: dict) -> S3Endpoint:
-    return S3Endpoint(info["endpoint"], info["region"], info["access_key"], info["secret_key"])
-
-
 @pytest.fixture(scope="module")
 def james_bucket(s3):
-    client = endpoint_of(s3).client()
+    client = s3_endpoint(s3).client()
     name = f"james-{uuid.uuid4().hex[:8]}"
     client.create_bucket(Bucket=name)
     try:
@@ -63,7 +59,7 @@ def drop_bucket(client, bucket: str) -> None:
 @pytest.fixture(scope="module")
 def reports(s3, james_bucket):
     """A CSV and a Parquet inventory report of `james_bucket`, in their own bucket."""
-    client = endpoint_of(s3).client()
+    client = s3_endpoint(s3).client()
     name = f"inventories-{uuid.uuid4().hex[:8]}"
     client.create_bucket(Bucket=name)
     try:
@@ -147,7 +143,7 @@ def summary(frame) -> dict:
 
 
 def test_listing_and_inventory_reports_equal_the_uploaded_set(spark, s3, james_bucket, reports):
-    endpoint = endpoint_of(s3)
+    endpoint = s3_endpoint(s3)
     expected = {
         key: (len(body), hashlib.md5(body).hexdigest(), kind, james_bucket)
         for key, (body, kind) in BLOBS.items()
@@ -164,7 +160,7 @@ def test_listing_and_inventory_reports_equal_the_uploaded_set(spark, s3, james_b
 
 
 def test_a_missing_manifest_or_data_file_on_s3_is_named(spark, s3, reports):
-    endpoint = endpoint_of(s3)
+    endpoint = s3_endpoint(s3)
     bucket = reports["bucket"]
     with pytest.raises(Exception) as caught:
         read_james_blobs(spark, inventory=f"s3://{bucket}/nowhere/", endpoint=endpoint)

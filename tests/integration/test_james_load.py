@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from mqforensics.blobstore import S3Endpoint
+from mqforensics.services import seaweedfs
 from mqforensics.systems.james import generate as gen
 from mqforensics.systems.james.load import load_into_cassandra, load_into_s3
 
@@ -182,7 +182,7 @@ def test_load_and_read_back(cassandra_endpoint, keyspace, version):
 
 def test_blobs_uploaded_to_s3(s3):
     state = gen.generate(_spec("v4"))
-    s3_endpoint = S3Endpoint(s3["endpoint"], s3["region"], s3["access_key"], s3["secret_key"])
+    s3_endpoint = seaweedfs.s3_endpoint(s3)
     bucket = f"james-it-{uuid.uuid4().hex[:8]}"
     assert load_into_s3(state, s3_endpoint, bucket) == len(state.blobs)
     client = s3_endpoint.client()

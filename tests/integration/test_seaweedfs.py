@@ -8,6 +8,7 @@ import pytest
 from mqforensics.blobstore import S3Endpoint, read_blobs
 from mqforensics.errors import explain
 from mqforensics.services.harness import Harness
+from mqforensics.services.seaweedfs import s3_endpoint
 
 pytestmark = pytest.mark.integration
 
@@ -20,13 +21,9 @@ OBJECTS = {
 }
 
 
-def endpoint_of(info: dict) -> S3Endpoint:
-    return S3Endpoint(info["endpoint"], info["region"], info["access_key"], info["secret_key"])
-
-
 @pytest.fixture(scope="module")
 def bucket(s3):
-    client = endpoint_of(s3).client()
+    client = s3_endpoint(s3).client()
     name = f"mqf-it-{uuid.uuid4().hex[:8]}"
     client.create_bucket(Bucket=name)
     for key, body in OBJECTS.items():
@@ -35,7 +32,7 @@ def bucket(s3):
 
 
 def test_put_list_delete_with_boto3(s3):
-    client = endpoint_of(s3).client()
+    client = s3_endpoint(s3).client()
     name = f"mqf-it-{uuid.uuid4().hex[:8]}"
     client.create_bucket(Bucket=name)
     client.put_object(Bucket=name, Key="a/one", Body=b"1")
@@ -49,7 +46,7 @@ def test_put_list_delete_with_boto3(s3):
 
 
 def test_blob_listing_over_s3_names_every_object_with_size_and_etag(spark, s3, bucket):
-    rows = read_blobs(spark, f"s3://{bucket}", endpoint_of(s3)).collect()
+    rows = read_blobs(spark, f"s3://{bucket}", s3_endpoint(s3)).collect()
     assert sorted((r.key, r.size) for r in rows) == sorted(
         (key, len(body)) for key, body in OBJECTS.items()
     )
@@ -61,18 +58,18 @@ def test_blob_listing_over_s3_names_every_object_with_size_and_etag(spark, s3, b
 
 
 def test_blob_listing_under_a_prefix_and_its_partitions(spark, s3, bucket):
-    frame = read_blobs(spark, f"s3://{bucket}/ff", endpoint_of(s3))
+    frame = read_blobs(spark, f"s3://{bucket}/ff", s3_endpoint(s3))
     # Objects directly under ff/ form one partition, the one common prefix ff/deeper/ another.
     assert frame.rdd.getNumPartitions() == 2
     assert sorted(r.key for r in frame.collect()) == ["ff/blob-3", "ff/deeper/still/blob-4"]
 
 
 def test_listing_reflects_deletions(spark, s3, bucket):
-    client = endpoint_of(s3).client()
+    client = s3_endpoint(s3).client()
     client.put_object(Bucket=bucket, Key="0a/temporary", Body=b"t")
-    assert read_blobs(spark, f"s3://{bucket}/0a", endpoint_of(s3)).count() == 3
+    assert read_blobs(spark, f"s3://{bucket}/0a", s3_endpoint(s3)).count() == 3
     client.delete_object(Bucket=bucket, Key="0a/temporary")
-    assert read_blobs(spark, f"s3://{bucket}/0a", endpoint_of(s3)).count() == 2
+    assert read_blobs(spark, f"s3://{bucket}/0a", s3_endpoint(s3)).count() == 2
 
 
 def test_wrong_keys_and_a_missing_bucket_are_one_line_errors(spark, s3, bucket):
@@ -84,7 +81,7 @@ def test_wrong_keys_and_a_missing_bucket_are_one_line_errors(spark, s3, bucket):
     assert "wrong-secret" not in str(caught.value)
 
     with pytest.raises(Exception) as caught:
-        read_blobs(spark, "s3://no-such-bucket", endpoint_of(s3)).count()
+        read_blobs(spark, "s3://no-such-bucket", s3_endpoint(s3)).count()
     assert explain(caught.value) == (
         f"InputError: bucket 'no-such-bucket' does not exist at {s3['endpoint']}"
     )
@@ -94,7 +91,7 @@ def test_a_server_that_goes_away_is_a_clear_error(spark, tmp_path):
     # A second, private SeaweedFS that this test may stop without disturbing the others.
     harness = Harness(tmp_path / "private")
     info = harness.ensure("seaweedfs")
-    endpoint = endpoint_of(info)
+    endpoint = s3_endpoint(info)
     endpoint.client().create_bucket(Bucket="going")
     endpoint.client().put_object(Bucket="going", Key="k", Body=b"v")
     frame = read_blobs(spark, "s3://going", endpoint)
@@ -108,7 +105,7 @@ def test_a_server_that_goes_away_is_a_clear_error(spark, tmp_path):
 
 
 def test_hex_split_lists_a_flat_bucket_in_17_ranges_each_key_exactly_once(spark, s3):
-    client = endpoint_of(s3).client()
+    client = s3_endpoint(s3).client()
     name = f"mqf-it-{uuid.uuid4().hex[:8]}"
     client.create_bucket(Bucket=name)
     # Keys on every boundary ("0", "a", "f"), before the first ("!", "-x"), between "9" and "a"
@@ -118,7 +115,7 @@ def test_hex_split_lists_a_flat_bucket_in_17_ranges_each_key_exactly_once(spark,
     for key in keys:
         client.put_object(Bucket=name, Key=key, Body=key.encode())
     try:
-        frame = read_blobs(spark, f"s3://{name}", endpoint_of(s3), split="hex")
+        frame = read_blobs(spark, f"s3://{name}", s3_endpoint(s3), split="hex")
         assert frame.rdd.getNumPartitions() == 17
         rows = frame.collect()
         assert sorted(r.key for r in rows) == sorted(keys)  # every key, none twice
