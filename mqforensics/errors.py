@@ -38,6 +38,14 @@ class AuthenticationFailed(MqfError):
     """A server refused the given credentials (the credentials themselves are never shown)."""
 
 
+class PlanModified(MqfError):
+    """A cleanup plan whose files no longer match their recorded hashes, or its approval."""
+
+
+class PlanNotApproved(MqfError):
+    """`purge --apply` on a plan nobody approved."""
+
+
 class ServiceStartError(MqfError):
     """The test/dev harness could not start a server; the message names its log file."""
 

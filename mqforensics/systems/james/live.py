@@ -251,6 +251,7 @@ def read_live(
         config_history=spark.createDataFrame(history, schema.CONFIG_HISTORY),
         as_of=as_of,
         blob_references=blob_references,
+        references_complete=blob_references is not None or not options.queues,
         source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
     )
 

@@ -29,6 +29,9 @@ class JamesState:
     # than `entries` (a live enumeration reads only some partitions, but orphan detection needs
     # every reference: James's own MailQueueViewBlobReferenceSource scans the whole table).
     blob_references: DataFrame | None = None
+    # False when the blob references read are not all of the view's (a live `--scan` limited
+    # to some queues): orphans cannot then be told from blobs of the queues not read.
+    references_complete: bool = True
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
