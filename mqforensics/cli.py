@@ -8,8 +8,11 @@ from collections.abc import Sequence
 
 from mqforensics import __version__, demo
 from mqforensics.errors import MqfError, explain
+from mqforensics.purge import cli as purge_cli
+from mqforensics.retention import cli as retention_cli
 from mqforensics.services import cli as services_cli
 from mqforensics.systems.james import audit as james_audit
+from mqforensics.systems.james import plan_cli as james_plan
 from mqforensics.systems.james import validate as james_validate
 
 
@@ -29,7 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="run the expectation suites on a store")
     validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_validate.add_parser(validate_systems)
+    plan = commands.add_parser("plan", help="plan a retention cleanup (deletes nothing)")
+    james_plan.add_parser(plan.add_subparsers(dest="system", required=True, metavar="SYSTEM"))
     services_cli.add_parser(commands)
+    retention_cli.add_report_parser(commands)
+    retention_cli.add_approve_parser(commands)
+    purge_cli.add_parser(commands)
     return parser
 
 

@@ -43,9 +43,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "sample")
     args = parser.parse_args()
+    # The demo's retention policy is written by hand, not generated: keep it.
+    policy = args.out / "policy.toml"
+    kept = policy.read_bytes() if policy.exists() else None
     if args.out.exists():
         shutil.rmtree(args.out)
     truth = write_parquet(SAMPLE_SPEC, args.out)
+    if kept is not None:
+        policy.write_bytes(kept)
     print(f"wrote {args.out} ({len(truth)} expected findings)")
 
 

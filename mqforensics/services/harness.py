@@ -76,6 +76,24 @@ class Harness:
         server.info_file.write_text(json.dumps(info, indent=2) + "\n")
         return info
 
+    def stop(self, name: str) -> bool:
+        """Stop `name`, keeping its data (as a crashed or stopped server would); True if it ran."""
+        server = self.server_dir(name)
+        stopped = server.path.exists() and stop(server)
+        if server.info_file.exists():
+            server.info_file.unlink()
+        return stopped
+
+    def start_again(self, name: str) -> dict:
+        """Start a stopped `name` on its existing data (new ports): a server coming back."""
+        server = self.server_dir(name)
+        server.reap()
+        server.data.mkdir(parents=True, exist_ok=True)
+        server.logs.mkdir(parents=True, exist_ok=True)
+        info = STARTERS[name](server)
+        server.info_file.write_text(json.dumps(info, indent=2) + "\n")
+        return info
+
     def stop_all(self, names: list[str] | None = None) -> list[str]:
         """Stop the named servers (default: all); the names of those that were running."""
         stopped = []

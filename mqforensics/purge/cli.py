@@ -1,0 +1,93 @@
+"""`mqforensics purge PLAN [--apply]`: dry-run or carry out an approved cleanup plan.
+
+Without ``--apply`` nothing is changed and no journal is written: every action is re-verified
+against live state and the command says what would happen, so a plan can be reviewed against
+the store before anyone approves it. Credentials come from the environment only (see
+docs/retention.md), never from the plan or the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mqforensics.errors import ConfigError
+
+MAX_PRINTED_SKIPS = 50
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"--rate {text!r}: must be a positive number of operations per second")
+    return value
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "purge",
+        help="dry-run or apply a cleanup plan (journaled, resumable)",
+        description="Re-verify every action of a plan against live state; with --apply, "
+        "carry out an approved plan, journaled so that a rerun resumes after any failure.",
+    )
+    parser.add_argument("plan", type=Path, metavar="PLAN", help="plan directory")
+    parser.add_argument(
+        "--apply", action="store_true", help="delete (default: dry run, nothing is changed)"
+    )
+    parser.add_argument(
+        "--journal", type=Path, metavar="FILE", help="journal file (default: PLAN/journal.jsonl)"
+    )
+    parser.add_argument(
+        "--rate", type=_rate, metavar="N", help="at most N destructive operations per second"
+    )
+    parser.add_argument(
+        "--cassandra",
+        metavar="HOST[:PORT]",
+        help="live cluster (default: the plan's); login from MQF_CASSANDRA_USERNAME/_PASSWORD",
+    )
+    parser.add_argument(
+        "--s3-endpoint", metavar="URL", help="S3 endpoint of the blob store (or MQF_S3_ENDPOINT)"
+    )
+    parser.add_argument(
+        "--consistency",
+        default="LOCAL_QUORUM",
+        metavar="LEVEL",
+        help="Cassandra consistency level (default: %(default)s)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: every action done or skipped; 1: the verification found problems; errors raise."""
+    # Imported here so that building the command line parser stays cheap.
+    from mqforensics.purge.engine import executors_for, run_purge
+    from mqforensics.purge.retry import one_line
+    from mqforensics.retention.manifest import read_plan
+
+    plan = read_plan(args.plan)
+    executors = executors_for(plan, args)
+    try:
+        result = run_purge(
+            plan, executors, apply=args.apply, journal_path=args.journal, rate=args.rate
+        )
+    finally:
+        for executor in executors:
+            try:
+                executor.close()
+            except Exception as exc:  # must not hide the run's own outcome
+                print(f"closing {type(executor).__name__}: {one_line(exc)}", file=sys.stderr)
+    if result.skips:
+        verb = "would be skipped" if not result.applied else "skipped"
+        print(f"{len(result.skips)} action(s) {verb}:")
+        for seq, kind, reason in result.skips[:MAX_PRINTED_SKIPS]:
+            print(f"  {seq} {kind}: {reason}")
+        if len(result.skips) > MAX_PRINTED_SKIPS:
+            where = result.journal or "the output above"
+            print(f"  ... {len(result.skips) - MAX_PRINTED_SKIPS} more (see {where})")
+    if result.verification is not None and not result.verification.get("ok"):
+        return 1
+    return 0

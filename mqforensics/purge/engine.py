@@ -1,0 +1,525 @@
+"""The purge engine: runs a plan's actions through per-system executors, journaled and resumable.
+
+The engine knows *how* a purge stays safe, never *what* a kind of action does:
+
+* it refuses an unapproved plan (`--apply`) and a plan with an action kind no executor handles,
+  before touching anything;
+* it takes a census of everything the plan does not name before the first action, so that the
+  verification pass can prove nothing else changed;
+* for each action, in ``seq`` order, it skips what the journal already finished, re-verifies the
+  precondition against live state (drift becomes a ``skipped`` record with the reason), and
+  brackets the executor's idempotent `apply` with ``started``/``done`` records;
+* after the last action it checks every done target is gone and compares the census.
+
+Transient server errors are retried (`retry.call_with_retries`); a server that stays away or a
+refused login stops the run with a typed error after the journal is consistent, so a rerun
+resumes where it stopped. Executors bracket every destructive call with
+`Operations.destructive`/`Operations.completed`, which apply the rate limit and mark crash points
+for the fault-injection tests (`faults`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, cast
+
+from mqforensics.errors import ConfigError, InputError, PlanModified, PlanNotApproved
+from mqforensics.purge import faults
+from mqforensics.purge.journal import Journal, read_journal
+from mqforensics.purge.ratelimit import RateLimiter
+from mqforensics.purge.retry import call_with_retries
+from mqforensics.retention.manifest import JOURNAL, Action, Plan, require_approval
+
+T = TypeVar("T")
+
+# Per-action progress lines: the first few show the run works, then one every so often; skips
+# (drift) are the lines an operator must read, so they are shown up to a larger cap.
+FIRST_LINES = 20
+EVERY = 100
+SKIP_LINES = 100
+MAX_RECORDED_PROBLEMS = 50
+MAX_PRINTED_PROBLEMS = 20
+
+# Plan header "system" -> "module:function" returning the executors of that system's kinds,
+# imported only when a plan of that system is purged.
+FACTORIES: dict[str, str] = {
+    "james": "mqforensics.systems.james.purge_executor:build_executors",
+}
+
+
+@dataclass
+class Verdict:
+    """What live re-verification found for one action.
+
+    `already_done`: the target is already in the planned final state (an earlier interrupted
+    run, or the server itself, removed it). The engine still runs `apply` then, because apply
+    is idempotent and finishes whatever steps remain (e.g. a partition's markers). Neither `ok`
+    nor `already_done`: the precondition no longer holds, and the action is skipped with
+    `reason`.
+    """
+
+    ok: bool
+    reason: str = ""
+    already_done: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Operations:
+    """Handed to `Executor.apply`, which calls it around every destructive server call.
+
+    `destructive(label)` right before the call waits for the rate limiter and marks a crash
+    point; `completed(label)` right after marks another. Labels name the step, e.g.
+    ``"delete partition"``, and appear in fault traces.
+    """
+
+    def __init__(self, limiter: RateLimiter | None = None) -> None:
+        self._limiter = limiter or RateLimiter(None)
+        self.count = 0
+
+    def destructive(self, label: str) -> None:
+        self._limiter.acquire()
+        self.count += 1
+        faults.point(f"before {label}")
+
+    def completed(self, label: str) -> None:
+        faults.point(f"after {label}")
+
+
+class Executor(Protocol):
+    """Carries out the actions of some kinds against one live system.
+
+    An executor gets the plan when it is built, so `census` can leave out what the plan names.
+    Every method may raise driver exceptions; `classify` tells the engine which are transient.
+    """
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The action kinds this executor handles."""
+        ...
+
+    def classify(self, exc: BaseException) -> str | None:
+        """``"retry"`` (transient), ``"auth"`` (refused credentials) or None (not retried)."""
+        ...
+
+    def verify(self, action: Action) -> Verdict:
+        """Re-check the action's precondition against live state; changes nothing."""
+        ...
+
+    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
+        """Perform the action, idempotently (it may be half done); say what was removed."""
+        ...
+
+    def census(self) -> dict[str, Any]:
+        """Counts and digests (JSON values) of everything of its kinds the plan does not name."""
+        ...
+
+    def verify_done(self, action: Action) -> str | None:
+        """None when the target is in its final state, else what remains."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class PurgeResult:
+    """Outcome of `run_purge`.
+
+    `already_final`: with `applied`, actions an earlier run had finished (resume); in a dry run,
+    actions whose target is already in its final state. `skips`: (seq, kind, reason) of every
+    action whose outcome is skipped, including skips journaled by earlier runs.
+    `verification`: the ``verified`` journal record (apply only).
+    """
+
+    applied: bool
+    done: int = 0
+    skipped: int = 0
+    already_final: int = 0
+    would_apply: int = 0
+    skips: list[tuple[int, str, str]] = field(default_factory=list)
+    verification: dict[str, Any] | None = None
+    operations: int = 0
+    journal: Path | None = None
+
+
+def executors_for(plan: Plan, args: argparse.Namespace) -> list[Executor]:
+    """The executors of the plan's system, built from the command line options in `args`."""
+    system = plan.header.get("system")
+    spec = FACTORIES.get(system) if isinstance(system, str) else None
+    if spec is None:
+        raise ConfigError(
+            f"plan {plan.directory}: no purger for system {system!r} "
+            f"(known: {', '.join(sorted(FACTORIES))})"
+        )
+    module_name, _, function = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise ConfigError(
+                f"the purger for system {system!r} ({module_name}) is not installed"
+            ) from exc
+        raise
+    factory: Callable[[Plan, argparse.Namespace], Iterable[Executor]] = getattr(module, function)
+    return list(factory(plan, args))
+
+
+def run_purge(
+    plan: Plan,
+    executors: Sequence[Executor],
+    *,
+    apply: bool,
+    journal_path: Path | None = None,
+    rate: float | None = None,
+    out: Callable[[str], None] = print,
+) -> PurgeResult:
+    """Dry-run (``apply=False``: changes nothing, writes no journal) or apply a plan.
+
+    The plan's integrity was checked by `read_plan`; applying also requires its approval. The
+    journal defaults to ``PLAN/journal.jsonl``. Errors (`ServerUnavailable`,
+    `AuthenticationFailed`, anything else, KeyboardInterrupt) propagate after the progress so
+    far is printed; the journal is consistent at that point and a rerun resumes.
+    """
+    path = Path(journal_path) if journal_path is not None else plan.directory / JOURNAL
+    if apply:
+        require_approval(plan)
+    by_kind = _executors_by_kind(plan, executors)
+    if apply:
+        return _Run(plan, executors, by_kind, path, out).apply(RateLimiter(rate))
+    try:
+        require_approval(plan)
+    except PlanNotApproved:
+        out("plan not approved: --apply would refuse it")
+    except (PlanModified, InputError) as exc:
+        out(f"approval does not hold for this plan: --apply would refuse it ({exc.message})")
+    return _Run(plan, executors, by_kind, path, out).dry_run()
+
+
+def _executors_by_kind(plan: Plan, executors: Sequence[Executor]) -> dict[str, Executor]:
+    """Exactly one executor per action kind of the plan, checked before anything happens."""
+    by_kind: dict[str, Executor] = {}
+    for executor in executors:
+        for kind in executor.kinds:
+            if kind in by_kind:
+                raise ConfigError(
+                    f"action kind {kind} has two executors: {type(by_kind[kind]).__name__} "
+                    f"and {type(executor).__name__}"
+                )
+            by_kind[kind] = executor
+    unknown = sorted({action.kind for action in plan.actions()} - set(by_kind))
+    if unknown:
+        raise ConfigError(
+            f"plan {plan.directory}: no executor for action kind(s) {', '.join(unknown)} "
+            f"(system {plan.header.get('system')!r} handles: {', '.join(sorted(by_kind)) or '-'})"
+        )
+    return by_kind
+
+
+def _names(executors: Sequence[Executor]) -> list[str]:
+    """Census keys: executor class names, numbered when a class appears twice."""
+    names: list[str] = []
+    for executor in executors:
+        base = type(executor).__name__
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}#{n}"
+        names.append(name)
+    return names
+
+
+def _json(value: T) -> T:
+    """`value` as it reads back from the journal (tuples become lists, keys strings)."""
+    return cast(T, json.loads(json.dumps(value, sort_keys=True)))
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def census_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """One line per census value that changed, ``census NAME KEY: before X, after Y``."""
+    problems: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key in sorted(set(old) | set(new)):
+                if old.get(key) != new.get(key):
+                    problems.append(
+                        f"census {name} {key}: before {_short(old.get(key))}, "
+                        f"after {_short(new.get(key))}"
+                    )
+        elif old != new:
+            problems.append(f"census {name}: before {_short(old)}, after {_short(new)}")
+    return problems
+
+
+def _describe(action: Action) -> str:
+    return f"action {action.seq} {action.kind} {action.id}"
+
+
+def _removed_text(removed: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in sorted(removed.items())) or "nothing"
+
+
+class _Run:
+    """One invocation of `run_purge`: counters and progress output shared by both modes."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        executors: Sequence[Executor],
+        by_kind: dict[str, Executor],
+        journal_path: Path,
+        out: Callable[[str], None],
+    ) -> None:
+        self.plan = plan
+        self.executors = executors
+        self.by_kind = by_kind
+        self.journal_path = journal_path
+        self.out = out
+        total = plan.header.get("action_count")
+        self.total = total if isinstance(total, int) else None
+        self.handled = 0  # actions looked at in this run (not already final)
+        self.skip_lines = 0
+        self.where = "the start"  # for the line printed when the run stops
+
+    # -- output ---------------------------------------------------------------------------
+
+    def progress(self, action: Action, text: str, *, skip: bool = False) -> None:
+        """One line per action, for the first few, every EVERY-th, and (capped) every skip."""
+        self.handled += 1
+        show = self.handled <= FIRST_LINES or self.handled % EVERY == 0
+        if skip and self.skip_lines < SKIP_LINES:
+            show = True
+            self.skip_lines += 1
+            if self.skip_lines == SKIP_LINES:
+                text += f" (further skips are only counted; see {self.journal_path.name})"
+        if show:
+            of = f"/{self.total}" if self.total is not None else ""
+            self.out(f"[{self.handled}{of}] {_describe(action)}: {text}")
+
+    def _retrying(self, what: str, fn: Callable[[], T], executor: Executor) -> T:
+        return call_with_retries(fn, classify=executor.classify, what=what, on_retry=self.out)
+
+    def _census(self) -> dict[str, Any]:
+        census: dict[str, Any] = {}
+        for name, executor in zip(_names(self.executors), self.executors, strict=True):
+            census[name] = self._retrying(f"census {name}", executor.census, executor)
+        return _json(census)
+
+    # -- dry run --------------------------------------------------------------------------
+
+    def dry_run(self) -> PurgeResult:
+        result = PurgeResult(applied=False)
+        states = self._journal_states()
+        self.out(f"dry run of plan {self.plan.directory}: nothing is changed, no journal written")
+        try:
+            for action in self.plan.actions():
+                self.where = _describe(action)
+                executor = self.by_kind[action.kind]
+                verdict = self._retrying(
+                    f"action {action.seq} {action.kind}", partial(executor.verify, action), executor
+                )
+                state = states.get(action.id)
+                suffix = f" [journal: {state}]" if state else ""
+                if verdict.already_done:
+                    result.already_final += 1
+                    self.progress(action, "already done" + suffix)
+                elif verdict.ok:
+                    result.would_apply += 1
+                    self.progress(action, "would apply" + suffix)
+                else:
+                    result.skipped += 1
+                    result.skips.append((action.seq, action.kind, verdict.reason))
+                    self.progress(action, f"would skip: {verdict.reason}{suffix}", skip=True)
+        except BaseException:
+            self.out(f"dry run stopped at {self.where}: {self._dry_counts(result)}")
+            raise
+        self.out(f"dry run: {self._dry_counts(result)}; nothing was changed")
+        return result
+
+    @staticmethod
+    def _dry_counts(result: PurgeResult) -> str:
+        return (
+            f"{result.would_apply} would apply, {result.skipped} would skip, "
+            f"{result.already_final} already done"
+        )
+
+    def _journal_states(self) -> dict[str, str]:
+        """Report (never use) an existing journal: its state per action id, and a summary."""
+        if not self.journal_path.exists():
+            return {}
+        try:
+            records = read_journal(self.journal_path)
+        except InputError as exc:
+            self.out(f"journal {self.journal_path}: {exc.message}: --apply would refuse it")
+            return {}
+        if not records or records[0].get("event") != "begin":
+            self.out(f"journal {self.journal_path} has no begin record: --apply would refuse it")
+            return {}
+        if records[0].get("plan_sha256") != self.plan.sha256:
+            self.out(
+                f"journal {self.journal_path} belongs to another plan: --apply would refuse it"
+            )
+            return {}
+        states: dict[str, str] = {}
+        for record in records:
+            action_id = record.get("id")
+            if not isinstance(action_id, str):
+                continue
+            if record["event"] in ("done", "skipped"):
+                states[action_id] = record["event"]
+            elif record["event"] == "started":
+                states[action_id] = "started, not finished"
+        counts = {
+            state: sum(1 for s in states.values() if s == state)
+            for state in ("done", "skipped", "started, not finished")
+        }
+        verified = [r for r in records if r["event"] == "verified"]
+        self.out(
+            f"journal {self.journal_path}: {counts['done']} done, {counts['skipped']} skipped, "
+            f"{counts['started, not finished']} started but not finished"
+            + (
+                f"; last verification {'ok' if verified[-1].get('ok') else 'found problems'}"
+                if verified
+                else ""
+            )
+            + " (an --apply run resumes from it)"
+        )
+        return states
+
+    # -- apply ----------------------------------------------------------------------------
+
+    def apply(self, limiter: RateLimiter) -> PurgeResult:
+        result = PurgeResult(applied=True, journal=self.journal_path)
+        ops = Operations(limiter)
+        journal = Journal.open(self.journal_path, self.plan.sha256)
+        try:
+            finished = sum(1 for r in journal.records if r["event"] in ("done", "skipped"))
+            self.out(
+                f"applying plan {self.plan.directory}"
+                + (f" ({self.total} actions)" if self.total is not None else "")
+                + f", journal {self.journal_path}"
+                + (f": resuming, {finished} actions already finished" if finished else "")
+            )
+            if journal.census is None:
+                self.where = "the census before the first action"
+                journal.record("census", **self._census())
+            for action in self.plan.actions():
+                self.where = _describe(action)
+                self._apply_one(action, journal, ops, result)
+            self.where = "the verification pass"
+            result.verification = self._verify(journal)
+        except BaseException:
+            self.out(
+                f"stopped at {self.where}: {self._apply_counts(result, ops)}; the journal "
+                f"{self.journal_path} is consistent, rerun to resume"
+            )
+            raise
+        finally:
+            journal.close()
+        result.operations = ops.count
+        self.out(f"applied: {self._apply_counts(result, ops)}")
+        self._print_verification(result.verification)
+        return result
+
+    def _apply_one(
+        self, action: Action, journal: Journal, ops: Operations, result: PurgeResult
+    ) -> None:
+        final = journal.final(action.id)
+        if final is not None:
+            result.already_final += 1
+            if final["event"] == "skipped":
+                result.skips.append((action.seq, action.kind, str(final.get("reason", ""))))
+            return
+        executor = self.by_kind[action.kind]
+        what = f"action {action.seq} {action.kind}"
+        resumed = journal.was_started(action.id)
+        verdict = self._retrying(what, partial(executor.verify, action), executor)
+        if not (verdict.ok or verdict.already_done):
+            fields: dict[str, Any] = {"reason": verdict.reason}
+            if verdict.detail:
+                fields["detail"] = verdict.detail
+            if resumed:
+                fields["after_partial_attempt"] = True
+            journal.record(
+                "skipped", seq=action.seq, id=action.id, kind=action.kind, **_json(fields)
+            )
+            result.skipped += 1
+            result.skips.append((action.seq, action.kind, verdict.reason))
+            self.progress(action, f"skipped: {verdict.reason}", skip=True)
+            return
+        journal.record("started", seq=action.seq, id=action.id, kind=action.kind)
+        removed = self._retrying(what, partial(executor.apply, action, ops), executor) or {}
+        extra: dict[str, Any] = {"already_done": True} if verdict.already_done else {}
+        journal.record(
+            "done", seq=action.seq, id=action.id, kind=action.kind, removed=_json(removed), **extra
+        )
+        result.done += 1
+        note = " (resumed)" if resumed else ""
+        self.progress(action, f"done{note}, removed {_removed_text(removed)}")
+
+    def _verify(self, journal: Journal) -> dict[str, Any]:
+        """Every done target is gone, and nothing outside the plan changed (census)."""
+        self.out("verifying: every done target is gone, and the census outside the plan")
+        problems: list[str] = []
+        checked = 0
+        for action in self.plan.actions():
+            final = journal.final(action.id)
+            if final is None or final["event"] != "done":
+                continue
+            checked += 1
+            executor = self.by_kind[action.kind]
+            remaining = self._retrying(
+                f"verifying action {action.seq} {action.kind}",
+                partial(executor.verify_done, action),
+                executor,
+            )
+            if remaining:
+                problems.append(f"{_describe(action)}: {remaining}")
+        census = journal.census or {}
+        before = {k: v for k, v in census.items() if k not in ("event", "at")}
+        after = self._census()
+        problems.extend(census_differences(before, after))
+        return journal.record(
+            "verified",
+            ok=not problems,
+            checked=checked,
+            problem_count=len(problems),
+            problems=problems[:MAX_RECORDED_PROBLEMS],
+            census_before=before,
+            census_after=after,
+        )
+
+    def _print_verification(self, verification: dict[str, Any] | None) -> None:
+        if verification is None:
+            return
+        if verification["ok"]:
+            self.out(
+                f"verification: ok ({verification['checked']} done actions checked, "
+                "census outside the plan unchanged)"
+            )
+            return
+        problems: list[str] = verification["problems"]
+        self.out(f"verification: {verification['problem_count']} problem(s)")
+        for problem in problems[:MAX_PRINTED_PROBLEMS]:
+            self.out(f"  {problem}")
+        if verification["problem_count"] > MAX_PRINTED_PROBLEMS:
+            self.out(
+                f"  ... {verification['problem_count'] - MAX_PRINTED_PROBLEMS} more; "
+                f"the first {MAX_RECORDED_PROBLEMS} are in {self.journal_path}"
+            )
+
+    @staticmethod
+    def _apply_counts(result: PurgeResult, ops: Operations) -> str:
+        return (
+            f"{result.done} done, {result.skipped} skipped, {result.already_final} already "
+            f"finished by an earlier run, {ops.count} destructive operations"
+        )

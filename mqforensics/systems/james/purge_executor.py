@@ -1,0 +1,619 @@
+"""How the purger carries out a James plan: live re-verification and deletion, never the why.
+
+Every destructive statement is named by an action of the reviewed plan and runs right after
+that action's precondition was re-checked against the live cluster and bucket (docs/retention.md
+"Live re-verification per kind"). The rules that keep Cassandra healthy (tombstone safety):
+
+* the enqueued table only ever gets whole-partition deletes, except the budgeted erasure rows
+  the plan names; nothing at or after the queue's browseStart is touched;
+* a marker or object already absent is not deleted again (no tombstone for nothing);
+* no statement ever binds a null (a null write is a tombstone too);
+* inside a partition action the partition goes first and its ``deletedmailsv2`` markers after,
+  so an interruption can leave markers without rows (what James's own cleanup leaves when it
+  fails) but never a consumed mail that looks live again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from mqforensics.blobstore import S3Endpoint
+from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.purge.engine import Operations, Verdict
+
+if TYPE_CHECKING:
+    from mqforensics.retention.manifest import Action, Plan
+
+DELETE_PARTITION = "james.delete_partition"
+DELETE_ROW = "james.delete_row"
+ADVANCE_CONTENT_START = "james.advance_content_start"
+DELETE_BLOB = "james.delete_blob"
+KINDS = (DELETE_PARTITION, DELETE_ROW, ADVANCE_CONTENT_START, DELETE_BLOB)
+
+ENQUEUED_TABLES = ("enqueuedmailsv4", "enqueuedmailsv3")
+REFERENCE_TTL_SECONDS = 300.0
+MAX_SLICES_TO_VERIFY = 2_000_000
+FETCH_SIZE = 5000
+
+
+def parse_instant(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
+
+
+def format_instant(value: dt.datetime | None) -> str | None:
+    if value is None:
+        return None
+    value = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _partition_name(target: dict[str, Any]) -> str:
+    return f"{target['queue']}/{target['timerangestart']}/{target['bucketid']}"
+
+
+def _digest(values: Iterable[Any]) -> tuple[int, str]:
+    """(count, order-independent digest) of a multiset of values: a sum of SHA-256 prefixes."""
+    count, total = 0, 0
+    for value in values:
+        count += 1
+        total = (total + int(hashlib.sha256(repr(value).encode()).hexdigest()[:32], 16)) % (
+            1 << 128
+        )
+    return count, f"{total:032x}"
+
+
+class JamesExecutor:
+    """Re-verifies and applies the four James action kinds on one keyspace and bucket."""
+
+    kinds = KINDS
+
+    def __init__(
+        self,
+        plan: Plan,
+        cassandra: CassandraEndpoint,
+        s3: S3Endpoint | None,
+        *,
+        consistency: str = "LOCAL_QUORUM",
+    ) -> None:
+        self.plan = plan
+        self.keyspace = str(plan.header["inputs"]["keyspace"])
+        self._index_plan(plan.actions())
+        self.cassandra = cassandra
+        self._cluster, self._session = cassandra.connect(self.keyspace, schema_metadata=True)
+        self._consistency = consistency
+        self._prepared: dict[str, Any] = {}
+        self.s3 = s3
+        self._s3_client: Any = None
+        if self.blob_buckets and s3 is None:
+            raise ConfigError("the plan deletes blobs: give --s3-endpoint or MQF_S3_ENDPOINT")
+        tables = set(self._cluster.metadata.keyspaces[self.keyspace].tables)
+        self.enqueued_tables = [t for t in ENQUEUED_TABLES if t in tables]
+        self._references: dict[str, list[tuple[str, str]]] | None = None
+        self._references_at = 0.0
+
+    # -- the plan --------------------------------------------------------------------------
+
+    def _index_plan(self, actions: Iterator[Action]) -> None:
+        """What the plan names (for the census of everything else) and its own consistency."""
+        budget = int(self.plan.header["policy"].get("tombstone_budget_per_partition", 100))
+        self.named_rows: set[tuple[str, str]] = set()
+        self.named_markers: set[tuple[str, str]] = set()
+        self.advanced_queues: set[str] = set()
+        self.named_blobs: set[tuple[str, str]] = set()
+        self.blob_buckets: set[str] = set()
+        self.planned_blob_keys: set[str] = set()
+        rows_per_partition: dict[str, int] = defaultdict(int)
+        for action in actions:
+            target = action.target
+            if action.kind not in KINDS:
+                raise ConfigError(f"action {action.seq}: unknown James action kind {action.kind}")
+            if action.kind == DELETE_BLOB:
+                self.named_blobs.add((target["bucket"], target["key"]))
+                self.blob_buckets.add(target["bucket"])
+                self.planned_blob_keys.add(target["key"])
+                continue
+            if target.get("keyspace") != self.keyspace:
+                raise ConfigError(
+                    f"action {action.seq} targets keyspace {target.get('keyspace')!r}, the plan "
+                    f"keyspace {self.keyspace!r}"
+                )
+            if action.kind == DELETE_PARTITION:
+                queue = target["queue"]
+                self.named_rows.update((queue, e) for e in action.precondition["enqueueids"])
+                self.named_markers.update((queue, e) for e in action.precondition["markers"])
+            elif action.kind == DELETE_ROW:
+                rows_per_partition[_partition_name(target)] += 1
+                self.named_rows.add((target["queue"], target["enqueueid"]))
+                self.named_markers.add((target["queue"], target["enqueueid"]))
+            elif action.kind == ADVANCE_CONTENT_START:
+                self.advanced_queues.add(target["queue"])
+        over = {p: n for p, n in rows_per_partition.items() if n > budget}
+        if over:
+            first = sorted(over)[0]
+            raise ConfigError(
+                f"the plan deletes {over[first]} rows in partition {first}, over its tombstone "
+                f"budget of {budget} per partition: refusing it"
+            )
+
+    # -- Cassandra helpers -----------------------------------------------------------------
+
+    def _statement(self, cql: str) -> Any:
+        from cassandra import ConsistencyLevel
+
+        if cql not in self._prepared:
+            prepared = self._session.prepare(cql)
+            prepared.consistency_level = ConsistencyLevel.name_to_value[self._consistency]
+            self._prepared[cql] = prepared
+        return self._prepared[cql]
+
+    def _run(self, cql: str, *values: Any) -> list[Any]:
+        if any(v is None for v in values):
+            # Never bind a null: in Cassandra a null value is a tombstone.
+            raise InputError(f"refusing to run {cql.split()[0]} with a null value: {cql}")
+        return list(self._session.execute(self._statement(cql), values))
+
+    def _browse_start(self, queue: str) -> dt.datetime | None:
+        rows = self._run("SELECT browsestart FROM browsestart WHERE queuename = ?", queue)
+        value = rows[0].browsestart if rows else None
+        return None if value is None else value.replace(tzinfo=dt.UTC)
+
+    def _content_start(self, queue: str) -> dt.datetime | None:
+        rows = self._run("SELECT contentstart FROM contentstart WHERE queuename = ?", queue)
+        value = rows[0].contentstart if rows else None
+        return None if value is None else value.replace(tzinfo=dt.UTC)
+
+    def _partition_rows(self, target: dict[str, Any]) -> set[str]:
+        table = self._table(target)
+        rows = self._run(
+            f"SELECT enqueueid FROM {table} WHERE queuename = ? AND timerangestart = ? "
+            "AND bucketid = ?",
+            target["queue"], parse_instant(target["timerangestart"]), int(target["bucketid"]),
+        )  # fmt: skip
+        return {str(r.enqueueid) for r in rows}
+
+    def _markers_present(self, queue: str, enqueueids: Iterable[str]) -> set[str]:
+        import uuid
+
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        ids = sorted(set(enqueueids))
+        if not ids:
+            return set()
+        statement = self._statement(
+            "SELECT enqueueid FROM deletedmailsv2 WHERE queuename = ? AND enqueueid = ?"
+        )
+        results = execute_concurrent_with_args(
+            self._session, statement, [(queue, uuid.UUID(e)) for e in ids],
+            concurrency=64, raise_on_first_error=True,
+        )  # fmt: skip
+        return {e for e, (_, rows) in zip(ids, results, strict=True) if list(rows)}
+
+    def _table(self, target: dict[str, Any]) -> str:
+        table = str(target.get("table", "enqueuedmailsv4"))
+        if table not in ENQUEUED_TABLES:
+            raise ConfigError(f"unexpected enqueued table {table!r} in the plan")
+        return table
+
+    # -- S3 helpers ------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._s3_client is None:
+            assert self.s3 is not None
+            self._s3_client = self.s3.client()
+        return self._s3_client
+
+    def _head(self, bucket: str, key: str) -> dict[str, Any] | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return dict(self._client().head_object(Bucket=bucket, Key=key))
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def _blob_references(self) -> dict[str, list[tuple[str, str]]]:
+        """Rows referencing the plan's blob keys, from a full scan (as James's blob GC does),
+        refreshed when older than REFERENCE_TTL_SECONDS."""
+        now = time.monotonic()
+        if self._references is not None and now - self._references_at < REFERENCE_TTL_SECONDS:
+            return self._references
+        from cassandra.query import SimpleStatement
+
+        found: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for table in self.enqueued_tables:
+            statement = SimpleStatement(
+                f"SELECT queuename, enqueueid, headerblobid, bodyblobid FROM {table}",
+                fetch_size=FETCH_SIZE,
+            )
+            for row in self._session.execute(statement):
+                for key in (row.headerblobid, row.bodyblobid):
+                    if key in self.planned_blob_keys:
+                        found[key].append((row.queuename, str(row.enqueueid)))
+        self._references, self._references_at = dict(found), time.monotonic()
+        return self._references
+
+    # -- Executor protocol -----------------------------------------------------------------
+
+    def classify(self, exc: BaseException) -> str | None:
+        return classify_error(exc)
+
+    def verify(self, action: Action) -> Verdict:
+        if action.kind == DELETE_PARTITION:
+            return self._verify_partition(action)
+        if action.kind == DELETE_ROW:
+            return self._verify_row(action)
+        if action.kind == ADVANCE_CONTENT_START:
+            return self._verify_content_start(action)
+        return self._verify_blob(action)
+
+    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
+        if action.kind == DELETE_PARTITION:
+            return self._apply_partition(action, ops)
+        if action.kind == DELETE_ROW:
+            return self._apply_row(action, ops)
+        if action.kind == ADVANCE_CONTENT_START:
+            return self._apply_content_start(action, ops)
+        return self._apply_blob(action, ops)
+
+    def verify_done(self, action: Action) -> str | None:
+        target = action.target
+        if action.kind == DELETE_PARTITION:
+            rows = self._partition_rows(target)
+            markers = self._markers_present(target["queue"], action.precondition["markers"])
+            if rows or markers:
+                return (
+                    f"partition {_partition_name(target)} still holds {len(rows)} rows and "
+                    f"{len(markers)} planned markers"
+                )
+        elif action.kind == DELETE_ROW:
+            if self._row_exists(target) or self._markers_present(
+                target["queue"], [target["enqueueid"]]
+            ):
+                return f"row {target['enqueueid']} or its marker is still present"
+        elif action.kind == ADVANCE_CONTENT_START:
+            current = format_instant(self._content_start(target["queue"]))
+            if current != target["to"]:
+                return f"contentStart of {target['queue']} is {current}, not {target['to']}"
+        elif self._head(target["bucket"], target["key"]) is not None:
+            return f"object s3://{target['bucket']}/{target['key']} still exists"
+        return None
+
+    def census(self) -> dict[str, Any]:
+        """Counts and digests of every row and object the plan does not name, with their full
+        content: equal before and after a purge means nothing else was touched."""
+        from cassandra.query import SimpleStatement
+
+        result: dict[str, Any] = {}
+
+        def scan(cql: str) -> Iterator[Any]:
+            return iter(self._session.execute(SimpleStatement(cql, fetch_size=FETCH_SIZE)))
+
+        for table in self.enqueued_tables:
+            rows = (
+                tuple(r)
+                for r in scan(f"SELECT * FROM {table}")
+                if (r.queuename, str(r.enqueueid)) not in self.named_rows
+            )
+            result[f"{table} rows outside the plan"] = _digest(rows)
+        markers = (
+            (r.queuename, str(r.enqueueid))
+            for r in scan("SELECT queuename, enqueueid FROM deletedmailsv2")
+            if (r.queuename, str(r.enqueueid)) not in self.named_markers
+        )
+        result["deletedmailsv2 rows outside the plan"] = _digest(markers)
+        result["browsestart rows"] = _digest(tuple(r) for r in scan("SELECT * FROM browsestart"))
+        if "contentstart" in self._cluster.metadata.keyspaces[self.keyspace].tables:
+            result["contentstart rows outside the plan"] = _digest(
+                tuple(r)
+                for r in scan("SELECT * FROM contentstart")
+                if r.queuename not in self.advanced_queues
+            )
+        for bucket in sorted(self.blob_buckets):
+            result[f"s3://{bucket} objects outside the plan"] = _digest(
+                (obj["Key"], obj["Size"], obj.get("ETag"))
+                for obj in self._list(bucket)
+                if (bucket, obj["Key"]) not in self.named_blobs
+            )
+        return {k: list(v) for k, v in result.items()}
+
+    def _list(self, bucket: str) -> Iterator[dict[str, Any]]:
+        paginator = self._client().get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=bucket):
+            yield from page.get("Contents", [])
+
+    def close(self) -> None:
+        self._cluster.shutdown()
+
+    # -- delete_partition ------------------------------------------------------------------
+
+    def _before_browse_start(self, target: dict[str, Any]) -> str | None:
+        """Why the partition may not be touched now, or None when it is before browseStart."""
+        browse = self._browse_start(target["queue"])
+        start = parse_instant(target["timerangestart"])
+        if browse is None:
+            return f"queue {target['queue']} has no browseStart row any more"
+        if start >= browse:
+            return (
+                f"browseStart of {target['queue']} is {format_instant(browse)}, no longer after "
+                f"the partition (refusing anything at or after browseStart)"
+            )
+        return None
+
+    def _verify_partition(self, action: Action) -> Verdict:
+        target, pre = action.target, action.precondition
+        refusal = self._before_browse_start(target)
+        if refusal:
+            return Verdict(False, refusal)
+        rows = self._partition_rows(target)
+        new = rows - set(pre["enqueueids"])
+        if new:
+            return Verdict(
+                False,
+                f"{len(new)} mail(s) enqueued into partition {_partition_name(target)} since "
+                "planning",
+            )
+        if rows:
+            live = rows - self._markers_present(target["queue"], rows)
+            if live:
+                return Verdict(
+                    False,
+                    f"{len(live)} mail(s) in partition {_partition_name(target)} are no longer "
+                    "consumed",
+                )
+            return Verdict(True, detail={"rows": len(rows)})
+        markers = self._markers_present(target["queue"], pre["markers"])
+        if markers:
+            return Verdict(True, detail={"rows": 0, "markers": len(markers)})
+        return Verdict(False, already_done=True, reason="partition and markers already gone")
+
+    def _apply_partition(self, action: Action, ops: Operations) -> dict[str, Any]:
+        import uuid
+
+        target = action.target
+        table = self._table(target)
+        rows = self._partition_rows(target)
+        if rows:
+            label = f"delete partition {_partition_name(target)}"
+            ops.destructive(label)
+            self._run(
+                f"DELETE FROM {table} WHERE queuename = ? AND timerangestart = ? AND bucketid = ?",
+                target["queue"], parse_instant(target["timerangestart"]), int(target["bucketid"]),
+            )  # fmt: skip
+            ops.completed(label)
+        markers = sorted(self._markers_present(target["queue"], action.precondition["markers"]))
+        for enqueueid in markers:
+            label = f"delete marker {target['queue']}/{enqueueid}"
+            ops.destructive(label)
+            self._run(
+                "DELETE FROM deletedmailsv2 WHERE queuename = ? AND enqueueid = ?",
+                target["queue"], uuid.UUID(enqueueid),
+            )  # fmt: skip
+            ops.completed(label)
+        return {
+            "rows": len(rows),
+            "markers": len(markers),
+            "tombstones": int(bool(rows)) + len(markers),
+        }
+
+    # -- delete_row ------------------------------------------------------------------------
+
+    def _row_exists(self, target: dict[str, Any]) -> bool:
+        import uuid
+
+        rows = self._run(
+            f"SELECT enqueueid FROM {self._table(target)} WHERE queuename = ? AND "
+            "timerangestart = ? AND bucketid = ? AND enqueueid = ?",
+            target["queue"], parse_instant(target["timerangestart"]), int(target["bucketid"]),
+            uuid.UUID(target["enqueueid"]),
+        )  # fmt: skip
+        return bool(rows)
+
+    def _verify_row(self, action: Action) -> Verdict:
+        target = action.target
+        refusal = self._before_browse_start(target)
+        if refusal:
+            return Verdict(False, refusal)
+        exists = self._row_exists(target)
+        marked = bool(self._markers_present(target["queue"], [target["enqueueid"]]))
+        if exists and not marked:
+            return Verdict(False, f"mail {target['enqueueid']} is no longer consumed")
+        if not exists and not marked:
+            return Verdict(False, already_done=True, reason="row and marker already gone")
+        return Verdict(True)
+
+    def _apply_row(self, action: Action, ops: Operations) -> dict[str, Any]:
+        import uuid
+
+        target = action.target
+        removed = {"rows": 0, "markers": 0}
+        if self._row_exists(target):
+            label = f"delete row {target['queue']}/{target['enqueueid']}"
+            ops.destructive(label)
+            self._run(
+                f"DELETE FROM {self._table(target)} WHERE queuename = ? AND timerangestart = ? "
+                "AND bucketid = ? AND enqueueid = ?",
+                target["queue"], parse_instant(target["timerangestart"]),
+                int(target["bucketid"]), uuid.UUID(target["enqueueid"]),
+            )  # fmt: skip
+            ops.completed(label)
+            removed["rows"] = 1
+        if self._markers_present(target["queue"], [target["enqueueid"]]):
+            label = f"delete marker {target['queue']}/{target['enqueueid']}"
+            ops.destructive(label)
+            self._run(
+                "DELETE FROM deletedmailsv2 WHERE queuename = ? AND enqueueid = ?",
+                target["queue"], uuid.UUID(target["enqueueid"]),
+            )  # fmt: skip
+            ops.completed(label)
+            removed["markers"] = 1
+        return removed
+
+    # -- advance_content_start -------------------------------------------------------------
+
+    def _verify_content_start(self, action: Action) -> Verdict:
+        target, pre = action.target, action.precondition
+        queue = target["queue"]
+        current = self._content_start(queue)
+        if format_instant(current) == target["to"]:
+            return Verdict(False, already_done=True, reason="contentStart already advanced")
+        if format_instant(current) != pre["from"]:
+            return Verdict(
+                False, f"contentStart of {queue} is {format_instant(current)}, not {pre['from']}"
+            )
+        to = parse_instant(target["to"])
+        browse = self._browse_start(queue)
+        if browse is None or browse < to:
+            return Verdict(
+                False, f"browseStart of {queue} ({format_instant(browse)}) is before {target['to']}"
+            )
+        remaining = self._first_nonempty_partition(queue, parse_instant(pre["from"]), to, pre)
+        if remaining is not None:
+            return Verdict(False, f"partition {remaining} before {target['to']} still holds rows")
+        return Verdict(True)
+
+    def _first_nonempty_partition(
+        self, queue: str, start: dt.datetime, end: dt.datetime, pre: dict[str, Any]
+    ) -> str | None:
+        """The first partition of a slice in [start, end) that holds a row, as James enumerates
+        them (current window, every bucket); None when all are empty."""
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        window = int(pre["window_seconds"])
+        buckets = int(pre["bucket_count"])
+        first, last = int(start.timestamp()), int(end.timestamp())
+        slices = range(first, last, window)
+        if len(slices) * buckets > MAX_SLICES_TO_VERIFY:
+            return f"{queue}: more than {MAX_SLICES_TO_VERIFY} partitions to check"
+        keys = [
+            (queue, dt.datetime.fromtimestamp(s, dt.UTC), b) for s in slices for b in range(buckets)
+        ]
+        for table in self.enqueued_tables:
+            statement = self._statement(
+                f"SELECT enqueueid FROM {table} WHERE queuename = ? AND timerangestart = ? "
+                "AND bucketid = ? LIMIT 1"
+            )
+            results = execute_concurrent_with_args(
+                self._session, statement, keys, concurrency=64, raise_on_first_error=True
+            )
+            for key, (_, rows) in zip(keys, results, strict=True):
+                if list(rows):
+                    return f"{queue}/{format_instant(key[1])}/{key[2]}"
+        return None
+
+    def _apply_content_start(self, action: Action, ops: Operations) -> dict[str, Any]:
+        target, pre = action.target, action.precondition
+        label = f"advance contentStart of {target['queue']}"
+        ops.destructive(label)
+        # Conditional: a James node advancing it meanwhile wins, and nothing goes backwards.
+        result = self._run(
+            "UPDATE contentstart SET contentstart = ? WHERE queuename = ? IF contentstart = ?",
+            parse_instant(target["to"]), target["queue"], parse_instant(pre["from"]),
+        )  # fmt: skip
+        ops.completed(label)
+        applied = bool(result and result[0][0])
+        if not applied and format_instant(self._content_start(target["queue"])) != target["to"]:
+            raise InputError(
+                f"contentStart of {target['queue']} changed while advancing it; rerun to re-check"
+            )
+        return {"content_start": target["to"], "updated": applied}
+
+    # -- delete_blob -----------------------------------------------------------------------
+
+    def _verify_blob(self, action: Action) -> Verdict:
+        target, pre = action.target, action.precondition
+        head = self._head(target["bucket"], target["key"])
+        if head is None:
+            return Verdict(False, already_done=True, reason="object already gone")
+        etag = head.get("ETag")
+        if int(head.get("ContentLength", -1)) != int(pre["size"]) or (
+            pre.get("etag") and etag != pre["etag"]
+        ):
+            return Verdict(False, "object changed since planning (size or ETag differs)")
+        planned = {(r["queue"], r["enqueueid"]) for r in pre.get("referrers", [])}
+        referrers = self._blob_references().get(target["key"], [])
+        unknown = [r for r in referrers if r not in planned]
+        if unknown:
+            queue, enqueueid = unknown[0]
+            what = "referenced again" if pre.get("orphan") else "referenced by another mail"
+            return Verdict(False, f"{what}: mail {queue}/{enqueueid}")
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for queue, enqueueid in referrers:
+            by_queue[queue].append(enqueueid)
+        for queue, ids in by_queue.items():
+            live = set(ids) - self._markers_present(queue, ids)
+            if live:
+                return Verdict(False, f"referencing mail {queue}/{sorted(live)[0]} is live again")
+        return Verdict(True)
+
+    def _apply_blob(self, action: Action, ops: Operations) -> dict[str, Any]:
+        target = action.target
+        if self._head(target["bucket"], target["key"]) is None:
+            return {"objects": 0, "bytes": 0}
+        label = f"delete object s3://{target['bucket']}/{target['key']}"
+        ops.destructive(label)
+        self._client().delete_object(Bucket=target["bucket"], Key=target["key"])
+        ops.completed(label)
+        return {"objects": 1, "bytes": int(action.precondition["size"])}
+
+
+def classify_error(exc: BaseException) -> str | None:
+    """ "retry" for timeouts and unavailable servers, "auth" for refused credentials."""
+    from botocore.exceptions import ClientError, EndpointConnectionError
+    from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeout
+    from botocore.exceptions import ReadTimeoutError as BotoReadTimeout
+    from cassandra import AuthenticationFailed as DriverAuthFailed
+    from cassandra import OperationTimedOut, Timeout, Unauthorized, Unavailable
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
+    if isinstance(exc, DriverAuthFailed | Unauthorized):
+        return "auth"
+    if isinstance(exc, NoHostAvailable):
+        text = " ".join(f"{type(e).__name__} {e}" for e in exc.errors.values())
+        return "auth" if "AuthenticationFailed" in text or "Bad credentials" in text else "retry"
+    if isinstance(exc, OperationTimedOut | Timeout | Unavailable | ConnectionException):
+        return "retry"
+    if isinstance(exc, EndpointConnectionError | BotoConnectTimeout | BotoReadTimeout):
+        return "retry"
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
+            return "auth"
+        if code in ("SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "503"):
+            return "retry"
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return "retry"
+    return None
+
+
+def build_executors(plan: Plan, args: argparse.Namespace) -> list[JamesExecutor]:
+    """The purger's executors for a James plan: the cluster from ``--cassandra`` or the plan's
+    inputs, credentials only from the environment."""
+    inputs = plan.header.get("inputs", {})
+    where = getattr(args, "cassandra", None) or inputs.get("cassandra")
+    if not where:
+        raise ConfigError(
+            "the plan was made from a snapshot: give the live cluster with --cassandra HOST[:PORT]"
+        )
+    cassandra = CassandraEndpoint.parse(
+        where,
+        username=os.environ.get("MQF_CASSANDRA_USERNAME") or None,
+        password=os.environ.get("MQF_CASSANDRA_PASSWORD") or None,
+        local_dc=os.environ.get("MQF_CASSANDRA_LOCAL_DC") or None,
+    )
+    s3 = S3Endpoint.from_env()
+    endpoint = getattr(args, "s3_endpoint", None)
+    if endpoint:
+        s3 = S3Endpoint(endpoint, s3.region, s3.access_key, s3.secret_key)
+    consistency = getattr(args, "consistency", None) or "LOCAL_QUORUM"
+    return [JamesExecutor(plan, cassandra, s3, consistency=consistency)]
