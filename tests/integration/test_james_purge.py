@@ -34,7 +34,7 @@ def loaded(generated, cassandra_endpoint, s3, cassandra):
     name = f"purge_{uuid.uuid4().hex[:10]}"
     load_into_cassandra(generated, cassandra_endpoint, name)
     client = seaweedfs.s3_endpoint(s3).client()
-    load_into_s3(generated, seaweedfs.s3_endpoint(s3), name)
+    load_into_s3(generated, seaweedfs.s3_endpoint(s3), support.bucket_for(name))
     yield name, client
     cluster, session = cassandra_endpoint.connect()
     try:
@@ -139,7 +139,8 @@ def test_plan_matches_the_oracle_and_purge_removes_exactly_it(
     )
     header = json.loads((plan_dir / "plan.json").read_text())
     text = "".join(p.read_text() for p in plan_dir.iterdir() if p.is_file())
-    assert support.SUBJECT not in text and cassandra["password"] not in text
+    assert support.SUBJECT not in text and s3["secret_key"] not in text
+    assert "password" not in text
     assert header["totals"]["james.delete_blob"]["bytes"] == sum(
         len(before["objects"][k]) for k in expected.blobs
     )
@@ -160,7 +161,7 @@ def test_plan_matches_the_oracle_and_purge_removes_exactly_it(
     journal = read_journal(plan_dir / "journal.jsonl")
     assert not [r for r in journal if r["event"] == "skipped"]
     assert journal[-1]["event"] == "verified" and journal[-1]["ok"] is True
-    assert cassandra["password"] not in (plan_dir / "journal.jsonl").read_text()
+    assert s3["secret_key"] not in (plan_dir / "journal.jsonl").read_text()
 
     # A second run finds every action final and changes nothing.
     again = support.purge(plan_dir, support.environment(cassandra, s3), "--apply")
@@ -178,7 +179,7 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted_run(
     try:
         for name in names:
             load_into_cassandra(generated, cassandra_endpoint, name)
-            load_into_s3(generated, seaweedfs.s3_endpoint(s3), name)
+            load_into_s3(generated, seaweedfs.s3_endpoint(s3), support.bucket_for(name))
         client = seaweedfs.s3_endpoint(s3).client()
         reference, crashed = names
         plans = {}
@@ -319,7 +320,7 @@ def test_cassandra_stopped_mid_purge_then_rerun_completes(
         )
         keyspace = "james_outage"
         load_into_cassandra(generated, endpoint, keyspace)
-        load_into_s3(generated, seaweedfs.s3_endpoint(s3), keyspace)
+        load_into_s3(generated, seaweedfs.s3_endpoint(s3), support.bucket_for(keyspace))
         plan_dir = _plan(tmp_path, monkeypatch, info, s3, keyspace, _now())
         _approve(plan_dir)
         env = support.environment(info, s3)

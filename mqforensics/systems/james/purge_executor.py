@@ -87,14 +87,18 @@ class JamesExecutor:
         self.keyspace = str(plan.header["inputs"]["keyspace"])
         self._index_plan(plan.actions())
         self.cassandra = cassandra
-        self._cluster, self._session = cassandra.connect(self.keyspace, schema_metadata=True)
+        self._cluster, self._session = cassandra.connect(schema_metadata=True)
         self._consistency = consistency
         self._prepared: dict[str, Any] = {}
         self.s3 = s3
         self._s3_client: Any = None
         if self.blob_buckets and s3 is None:
             raise ConfigError("the plan deletes blobs: give --s3-endpoint or MQF_S3_ENDPOINT")
-        tables = set(self._cluster.metadata.keyspaces[self.keyspace].tables)
+        keyspaces = self._cluster.metadata.keyspaces
+        if self.keyspace not in keyspaces:
+            self._cluster.shutdown()
+            raise InputError(f"keyspace {self.keyspace!r} does not exist at {cassandra.where}")
+        tables = set(keyspaces[self.keyspace].tables)
         self.enqueued_tables = [t for t in ENQUEUED_TABLES if t in tables]
         self._references: dict[str, list[tuple[str, str]]] | None = None
         self._references_at = 0.0
@@ -161,20 +165,24 @@ class JamesExecutor:
         return list(self._session.execute(self._statement(cql), values))
 
     def _browse_start(self, queue: str) -> dt.datetime | None:
-        rows = self._run("SELECT browsestart FROM browsestart WHERE queuename = ?", queue)
+        rows = self._run(
+            f"SELECT browsestart FROM {self.keyspace}.browsestart WHERE queuename = ?", queue
+        )
         value = rows[0].browsestart if rows else None
         return None if value is None else value.replace(tzinfo=dt.UTC)
 
     def _content_start(self, queue: str) -> dt.datetime | None:
-        rows = self._run("SELECT contentstart FROM contentstart WHERE queuename = ?", queue)
+        rows = self._run(
+            f"SELECT contentstart FROM {self.keyspace}.contentstart WHERE queuename = ?", queue
+        )
         value = rows[0].contentstart if rows else None
         return None if value is None else value.replace(tzinfo=dt.UTC)
 
     def _partition_rows(self, target: dict[str, Any]) -> set[str]:
         table = self._table(target)
         rows = self._run(
-            f"SELECT enqueueid FROM {table} WHERE queuename = ? AND timerangestart = ? "
-            "AND bucketid = ?",
+            f"SELECT enqueueid FROM {self.keyspace}.{table} "
+            "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?",
             target["queue"], parse_instant(target["timerangestart"]), int(target["bucketid"]),
         )  # fmt: skip
         return {str(r.enqueueid) for r in rows}
@@ -188,7 +196,8 @@ class JamesExecutor:
         if not ids:
             return set()
         statement = self._statement(
-            "SELECT enqueueid FROM deletedmailsv2 WHERE queuename = ? AND enqueueid = ?"
+            f"SELECT enqueueid FROM {self.keyspace}.deletedmailsv2 "
+            "WHERE queuename = ? AND enqueueid = ?"
         )
         results = execute_concurrent_with_args(
             self._session, statement, [(queue, uuid.UUID(e)) for e in ids],
@@ -232,7 +241,8 @@ class JamesExecutor:
         found: dict[str, list[tuple[str, str]]] = defaultdict(list)
         for table in self.enqueued_tables:
             statement = SimpleStatement(
-                f"SELECT queuename, enqueueid, headerblobid, bodyblobid FROM {table}",
+                "SELECT queuename, enqueueid, headerblobid, bodyblobid "
+                f"FROM {self.keyspace}.{table}",
                 fetch_size=FETCH_SIZE,
             )
             for row in self._session.execute(statement):
@@ -301,21 +311,23 @@ class JamesExecutor:
         for table in self.enqueued_tables:
             rows = (
                 tuple(r)
-                for r in scan(f"SELECT * FROM {table}")
+                for r in scan(f"SELECT * FROM {self.keyspace}.{table}")
                 if (r.queuename, str(r.enqueueid)) not in self.named_rows
             )
             result[f"{table} rows outside the plan"] = _digest(rows)
         markers = (
             (r.queuename, str(r.enqueueid))
-            for r in scan("SELECT queuename, enqueueid FROM deletedmailsv2")
+            for r in scan(f"SELECT queuename, enqueueid FROM {self.keyspace}.deletedmailsv2")
             if (r.queuename, str(r.enqueueid)) not in self.named_markers
         )
         result["deletedmailsv2 rows outside the plan"] = _digest(markers)
-        result["browsestart rows"] = _digest(tuple(r) for r in scan("SELECT * FROM browsestart"))
+        result["browsestart rows"] = _digest(
+            tuple(r) for r in scan(f"SELECT * FROM {self.keyspace}.browsestart")
+        )
         if "contentstart" in self._cluster.metadata.keyspaces[self.keyspace].tables:
             result["contentstart rows outside the plan"] = _digest(
                 tuple(r)
-                for r in scan("SELECT * FROM contentstart")
+                for r in scan(f"SELECT * FROM {self.keyspace}.contentstart")
                 if r.queuename not in self.advanced_queues
             )
         for bucket in sorted(self.blob_buckets):
@@ -386,7 +398,8 @@ class JamesExecutor:
             label = f"delete partition {_partition_name(target)}"
             ops.destructive(label)
             self._run(
-                f"DELETE FROM {table} WHERE queuename = ? AND timerangestart = ? AND bucketid = ?",
+                f"DELETE FROM {self.keyspace}.{table} "
+                "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?",
                 target["queue"], parse_instant(target["timerangestart"]), int(target["bucketid"]),
             )  # fmt: skip
             ops.completed(label)
@@ -395,7 +408,7 @@ class JamesExecutor:
             label = f"delete marker {target['queue']}/{enqueueid}"
             ops.destructive(label)
             self._run(
-                "DELETE FROM deletedmailsv2 WHERE queuename = ? AND enqueueid = ?",
+                f"DELETE FROM {self.keyspace}.deletedmailsv2 WHERE queuename = ? AND enqueueid = ?",
                 target["queue"], uuid.UUID(enqueueid),
             )  # fmt: skip
             ops.completed(label)
@@ -411,7 +424,7 @@ class JamesExecutor:
         import uuid
 
         rows = self._run(
-            f"SELECT enqueueid FROM {self._table(target)} WHERE queuename = ? AND "
+            f"SELECT enqueueid FROM {self.keyspace}.{self._table(target)} WHERE queuename = ? AND "
             "timerangestart = ? AND bucketid = ? AND enqueueid = ?",
             target["queue"], parse_instant(target["timerangestart"]), int(target["bucketid"]),
             uuid.UUID(target["enqueueid"]),
@@ -440,8 +453,8 @@ class JamesExecutor:
             label = f"delete row {target['queue']}/{target['enqueueid']}"
             ops.destructive(label)
             self._run(
-                f"DELETE FROM {self._table(target)} WHERE queuename = ? AND timerangestart = ? "
-                "AND bucketid = ? AND enqueueid = ?",
+                f"DELETE FROM {self.keyspace}.{self._table(target)} "
+                "WHERE queuename = ? AND timerangestart = ? AND bucketid = ? AND enqueueid = ?",
                 target["queue"], parse_instant(target["timerangestart"]),
                 int(target["bucketid"]), uuid.UUID(target["enqueueid"]),
             )  # fmt: skip
@@ -451,7 +464,7 @@ class JamesExecutor:
             label = f"delete marker {target['queue']}/{target['enqueueid']}"
             ops.destructive(label)
             self._run(
-                "DELETE FROM deletedmailsv2 WHERE queuename = ? AND enqueueid = ?",
+                f"DELETE FROM {self.keyspace}.deletedmailsv2 WHERE queuename = ? AND enqueueid = ?",
                 target["queue"], uuid.UUID(target["enqueueid"]),
             )  # fmt: skip
             ops.completed(label)
@@ -499,8 +512,8 @@ class JamesExecutor:
         ]
         for table in self.enqueued_tables:
             statement = self._statement(
-                f"SELECT enqueueid FROM {table} WHERE queuename = ? AND timerangestart = ? "
-                "AND bucketid = ? LIMIT 1"
+                f"SELECT enqueueid FROM {self.keyspace}.{table} "
+                "WHERE queuename = ? AND timerangestart = ? AND bucketid = ? LIMIT 1"
             )
             results = execute_concurrent_with_args(
                 self._session, statement, keys, concurrency=64, raise_on_first_error=True
@@ -516,7 +529,8 @@ class JamesExecutor:
         ops.destructive(label)
         # Conditional: a James node advancing it meanwhile wins, and nothing goes backwards.
         result = self._run(
-            "UPDATE contentstart SET contentstart = ? WHERE queuename = ? IF contentstart = ?",
+            f"UPDATE {self.keyspace}.contentstart SET contentstart = ? "
+            "WHERE queuename = ? IF contentstart = ?",
             parse_instant(target["to"]), target["queue"], parse_instant(pre["from"]),
         )  # fmt: skip
         ops.completed(label)
@@ -534,9 +548,10 @@ class JamesExecutor:
         head = self._head(target["bucket"], target["key"])
         if head is None:
             return Verdict(False, already_done=True, reason="object already gone")
-        etag = head.get("ETag")
+        # Listings (mqf_blobs, S3 Inventory) keep the ETag without its quotes; HEAD has them.
+        etag = str(head.get("ETag") or "").strip('"')
         if int(head.get("ContentLength", -1)) != int(pre["size"]) or (
-            pre.get("etag") and etag != pre["etag"]
+            pre.get("etag") and etag != str(pre["etag"]).strip('"')
         ):
             return Verdict(False, "object changed since planning (size or ETag differs)")
         planned = {(r["queue"], r["enqueueid"]) for r in pre.get("referrers", [])}
