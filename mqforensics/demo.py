@@ -128,3 +128,8 @@ def plan_demo(state: JamesState, dataset: Path, out: Path) -> None:
     )
     print(f"Cleanup plan with policy {policy.path} (nothing is deleted):")
     print(summarise(plan, written))
+    from mqforensics.retention.report import render_html, render_text
+
+    (out / "report.txt").write_text(render_text(written))
+    (out / "report.html").write_text(render_html(written))
+    print(f"Review it in {out / 'report.html'} (addresses pseudonymised)")

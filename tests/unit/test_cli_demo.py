@@ -23,6 +23,25 @@ def test_demo_finds_exactly_the_planted_anomalies(spark, tmp_path, capsys):
     )
     assert "judged at 2026-11-03T12:00:00Z" in printed  # the snapshot's time, not today's
 
+    # The cleanup plan: old fully consumed partitions the audit found unreclaimed, and the
+    # passthrough orphans; nothing live, no address in any file, a pseudonymised report.
+    from mqforensics.retention.manifest import read_plan
+
+    plan = read_plan(tmp_path / "plan")
+    actions = list(plan.actions())
+    unreclaimed = {s for c, _, _, s in planted() if c == "unreclaimed_slice"}
+    partitions = {
+        f"{a.target['queue']}/{a.target['timerangestart'][:19]}Z/{a.target['bucketid']}"
+        for a in actions
+        if a.kind == "james.delete_partition"
+    }
+    assert partitions and partitions <= unreclaimed
+    orphans = {s for c, _, _, s in planted() if c == "orphaned_blob" and s.count("-") == 4}
+    assert {a.target["key"] for a in actions if a.kind == "james.delete_blob"} == orphans
+    files = "".join(p.read_text() for p in (tmp_path / "plan").iterdir() if p.is_file())
+    assert "victor@example.com" not in files
+    assert "Review it in" in printed and (tmp_path / "plan" / "report.html").is_file()
+
 
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert main(["demo", "--dataset", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
