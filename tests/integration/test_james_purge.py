@@ -387,3 +387,48 @@ def test_wrong_password_stops_at_once_with_a_clear_error(
     assert "Traceback" not in result.stderr
     journal = plan_dir / "journal.jsonl"
     assert not journal.exists() or all(r["event"] in ("begin",) for r in read_journal(journal))
+
+
+def test_plan_from_a_cqlsh_export_purges_the_live_cluster(
+    generated, loaded, tmp_path, monkeypatch, cassandra, s3, cassandra_endpoint, cqlsh
+):
+    """The operator's offline flow: export with cqlsh, plan from the export on any machine,
+    purge the live cluster named on the command line."""
+    keyspace, client = loaded
+    export = tmp_path / "export"
+    export.mkdir()
+    tables = ["enqueuedmailsv4", "deletedmailsv2", "browsestart", "contentstart", "eventstore"]
+    cqlsh("; ".join(
+        f"COPY {keyspace}.{table} TO '{export / table}.csv' WITH HEADER=true" for table in tables
+    ))  # fmt: skip
+    policy = tmp_path / "policy.toml"
+    policy.write_text(support.policy_text())
+    env = support.environment(cassandra, s3)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    as_of = _now()
+    from mqforensics import cli
+
+    plan_dir = tmp_path / "plan"
+    assert cli.main([
+        "plan", "james", "--policy", str(policy), "--snapshot", str(export), "--keyspace",
+        keyspace, "--blobs", f"s3://{support.bucket_for(keyspace)}",
+        "--as-of", as_of.strftime("%Y-%m-%dT%H:%M:%SZ"), "--out", str(plan_dir),
+    ]) == 0  # fmt: skip
+    header = json.loads((plan_dir / "plan.json").read_text())
+    assert header["inputs"]["cassandra"] is None and header["inputs"]["snapshot"] == str(export)
+    before = support.dump(cassandra_endpoint, keyspace, client, keyspace)
+    expected = support.expected_plan(generated, as_of, set(before["objects"]))
+    targets = _targets(plan_dir)
+    assert {(t["queue"], t["timerangestart"], t["bucketid"])
+            for t in targets["james.delete_partition"]} == expected.partitions  # fmt: skip
+    assert {t["key"] for t in targets["james.delete_blob"]} == expected.blobs
+    _approve(plan_dir)
+
+    where = f"{cassandra['host']}:{cassandra['port']}"
+    missing = support.purge(plan_dir, env, "--apply")
+    assert missing.returncode == 2 and "--cassandra" in missing.stderr, missing.stderr
+    result = support.purge(plan_dir, env, "--apply", "--cassandra", where)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = support.dump(cassandra_endpoint, keyspace, client, keyspace)
+    _assert_exactly_removed(before, after, _removed_by(plan_dir))
