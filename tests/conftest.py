@@ -120,6 +120,12 @@ def spark_connect() -> dict:
 
 
 @pytest.fixture(scope="session")
+def cyrus() -> dict:
+    """A real Cyrus IMAP 3.6 (Debian) with `reverseacls: yes`: host, port, admin login, config."""
+    return _server("cyrus")
+
+
+@pytest.fixture(scope="session")
 def spark():
     """The one local SparkSession of the test session, with the project's data sources."""
     from mqforensics.spark import session

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
-from mqforensics.services import cassandra, seaweedfs, spark_connect
+from mqforensics.services import cassandra, cyrus, seaweedfs, spark_connect
 from mqforensics.services.process import ServerDir, pid_alive, port_open, stop
 
 Starter = Callable[[ServerDir], dict]
@@ -28,6 +28,7 @@ STARTERS: dict[str, Starter] = {
     "cassandra": cassandra.start,
     "seaweedfs": seaweedfs.start,
     "spark-connect": spark_connect.start,
+    "cyrus": cyrus.start,
 }
 
 # What `mqforensics services up` starts when no service is named.
@@ -38,6 +39,9 @@ PROBES: dict[str, Callable[[dict], bool]] = {
     "cassandra": lambda info: cassandra.cql_ready(int(info["port"])),
     "seaweedfs": lambda info: seaweedfs.s3_ready(str(info["endpoint"])),
     "spark-connect": lambda info: port_open(int(str(info["remote"]).rsplit(":", 1)[1])),
+    "cyrus": lambda info: cyrus.imap_login_works(
+        int(info["port"]), str(info["username"]), str(info["password"])
+    ),
 }
 
 SESSIONS_BASE = Path(tempfile.gettempdir()) / f"mqforensics-{os.getuid()}"
