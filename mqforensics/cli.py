@@ -11,6 +11,7 @@ from mqforensics.errors import MqfError, explain
 from mqforensics.purge import cli as purge_cli
 from mqforensics.retention import cli as retention_cli
 from mqforensics.services import cli as services_cli
+from mqforensics.systems.cyrus import audit as cyrus_audit
 from mqforensics.systems.james import audit as james_audit
 from mqforensics.systems.james import plan_cli as james_plan
 from mqforensics.systems.james import validate as james_validate
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="read a mail queue store and report what is wrong")
     systems = audit.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_audit.add_parser(systems)
+    cyrus_audit.add_parser(systems)
     validate = commands.add_parser("validate", help="run the expectation suites on a store")
     validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_validate.add_parser(validate_systems)

@@ -1,0 +1,129 @@
+"""`mqforensics audit cyrus DB_OR_DUMP...`: check Cyrus `mailboxes.db` files or their dumps.
+
+Each input's type is found from its content: twoskip or skiplist magic, else a text dump —
+``ctl_mboxlist -d`` JSON (starts with ``{``, or a ``.json`` name), ``cvt_cyrusdb`` flat (``.flat``
+name), ``cyr_dbtool ... batch`` SHOW (``.batchshow``), otherwise ``cyr_dbtool ... show``. Findings
+are written as by `audit james` (findings.json and findings.parquet, atomically) and
+``sharing.json`` (who can see whose mailbox; identifiers pseudonymised unless
+``--reveal-addresses``). Exit status: 0, 1 when any finding is ``error`` or worse, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from mqforensics.errors import InputError
+from mqforensics.findings import SEVERITIES, Finding, severity_rank
+from mqforensics.privacy import pseudonymize_address, pseudonymize_text
+from mqforensics.systems.cyrus import checks, dumps, skiplist, twoskip
+from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.james.audit import parse_instant, summarise, write_findings
+
+
+def add_parser(systems: argparse._SubParsersAction) -> None:
+    parser = systems.add_parser("cyrus", help="Cyrus IMAP mailboxes.db (file or dump)")
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="DB_OR_DUMP")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
+    parser.add_argument(
+        "--version", dest="cyrus_version", default=checks.DEFAULT_VERSION,
+        help="Cyrus version whose RACL rule applies (default 3.6)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--admin", action="append", default=None,
+        help="an `admins:` userid (repeat; default cyrus)",
+    )  # fmt: skip
+    parser.add_argument("--as-of", type=parse_instant, help="observed_at of the findings")
+    parser.add_argument(
+        "--reveal-addresses", action="store_true",
+        help="show identifiers in sharing.json as they are (default: pseudonymised)",
+    )  # fmt: skip
+    parser.set_defaults(run=run)
+
+
+def load(path: Path) -> Database:
+    """Read one input, its type found from its content (see the module docstring)."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    data = path.read_bytes()
+    label = str(path)
+    if data.startswith(twoskip.MAGIC):
+        return Database.from_file(twoskip.read(data, name=label))
+    if data.startswith(twoskip.SKIPLIST_MAGIC):
+        return Database.from_file(skiplist.read(data, name=label))
+    name = path.name.lower()
+    if data.lstrip().startswith(b"{") or name.endswith(".json"):
+        return Database(label, None, (), dumps.read_ctl_mboxlist(data, name=label))
+    if name.endswith(".flat"):
+        return Database(label, dumps.read_flat(data, name=label))
+    if name.endswith(".batchshow"):
+        return Database(label, dumps.read_batch_show(data, name=label))
+    if b"\t" in data:
+        return Database(label, dumps.read_show(data, name=label))
+    raise InputError(
+        f"{label}: neither a twoskip/skiplist file nor a show, flat or ctl_mboxlist dump"
+    )
+
+
+def _pseudonymise_mailbox(name: str, salt: str = "") -> str:
+    domain, bang, rest = name.partition("!")
+    if not bang:
+        domain, rest = "", name
+    parts = rest.split(".")
+    for i in range(len(parts) - 1):
+        if parts[i] == "user":
+            local = parts[i + 1].replace("^", ".")
+            userid = f"{local}@{domain}" if domain else local
+            parts[i + 1] = pseudonymize_address(userid, salt).partition("@")[0]
+            break
+    return f"{domain}{bang}{'.'.join(parts)}"
+
+
+def _pseudonymise_identifier(ident: str | None) -> str | None:
+    if ident is None or ident in checks.PUBLIC or ident.startswith("group:"):
+        return ident
+    # pseudonymize_text only matches user@domain; a bare userid is replaced as a whole.
+    return pseudonymize_text(ident) if "@" in ident else pseudonymize_address(ident)
+
+
+def sharing_rows(dbs: list[Database], admins: list[str], reveal: bool) -> list[dict[str, Any]]:
+    rows = []
+    for db in dbs:
+        for row in checks.sharing_report(db.entries, admins):
+            if not reveal:
+                row = {
+                    **row,
+                    "owner": _pseudonymise_identifier(row["owner"]),
+                    "grantee": _pseudonymise_identifier(row["grantee"]),
+                    "mailbox": _pseudonymise_mailbox(row["mailbox"]),
+                }
+            rows.append({"file": db.source, **row})
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from mqforensics.findings import to_frame
+    from mqforensics.spark import session
+
+    admins = args.admin if args.admin is not None else list(checks.DEFAULT_ADMINS)
+    as_of = args.as_of or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    dbs = [load(path) for path in args.inputs]
+    found: list[Finding] = []
+    for db in dbs:
+        found.extend(checks.run_checks(db, args.cyrus_version, admins, as_of))
+    spark = session("mqforensics-audit-cyrus")
+    rows = write_findings(to_frame(spark, found), args.out)
+    sharing = sharing_rows(dbs, admins, args.reveal_addresses)
+    tmp = args.out / ".sharing.json.tmp"
+    tmp.write_text(json.dumps(sharing, indent=1, sort_keys=True) + "\n")
+    tmp.replace(args.out / "sharing.json")
+    for db in dbs:
+        kind = "mailbox entries only, no RACL checks" if db.items is None else "records"
+        print(f"Cyrus {args.cyrus_version}: {db.source} ({kind})")
+    print(summarise(rows))
+    print(f"Wrote {args.out / 'findings.json'}, findings.parquet and sharing.json")
+    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
+    return 1 if worst >= SEVERITIES.index("error") else 0

@@ -1,0 +1,428 @@
+"""Checks of one Cyrus `mailboxes.db` (or a dump of it) as plain `Finding` values.
+
+Every function is pure: it takes a `Database` (the key/value records, any integrity `Problem`s
+and the label of the file they came from) and returns findings with system ``cyrus``. Subjects
+are exact: a RACL key (control bytes shown as ``\\x1e``), an ACL identifier, a mailbox and
+identifier, or ``FILE@OFFSET``. The facts behind each finding are in its ``detail``; the spec is
+in docs/cyrus.md, "Checks".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqforensics.findings import Finding
+from mqforensics.systems.cyrus import records
+from mqforensics.systems.cyrus.problems import Problem
+from mqforensics.systems.cyrus.records import MailboxEntry
+from mqforensics.systems.cyrus.twoskip import TwoskipFile
+
+SYSTEM = "cyrus"
+DEFAULT_VERSION = "3.6"
+DEFAULT_ADMINS = ("cyrus",)
+PUBLIC = ("anyone", "anonymous")
+# Problems that mean the file may still be whole; every other kind loses or may lose records.
+WARNING_PROBLEMS = frozenset({"dirty_header", "past_committed_size", "uncommitted"})
+
+
+def visible(value: bytes | str) -> str:
+    """`value` with control bytes, invalid UTF-8 and backslashes escaped (``\\x1e``, ``\\\\``)."""
+    text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Database:
+    """What the checks read: `items` are None when the input holds mailbox entries only (a
+    ``ctl_mboxlist -d`` dump has no RACL keys), `entries` are then given directly."""
+
+    source: str
+    items: Sequence[tuple[bytes, bytes]] | None
+    problems: Sequence[Problem] = ()
+    given_entries: Sequence[MailboxEntry] | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_file(cls, parsed: TwoskipFile, source: str | None = None) -> Database:
+        """A twoskip or skiplist read result."""
+        return cls(source or parsed.source, parsed.items(), tuple(parsed.problems))
+
+    @property
+    def entries(self) -> list[MailboxEntry]:
+        if self.given_entries is not None:
+            return list(self.given_entries)
+        return records.mailbox_entries(self.items or ())
+
+
+def _finding(
+    check: str, severity: str, scope: str, subject: str, detail: dict[str, Any], as_of: Any
+) -> Finding:
+    return Finding(check, severity, SYSTEM, None, scope, subject, as_of, None, detail)
+
+
+# --- RACL --------------------------------------------------------------------------------------
+
+
+def _racl_keys(items: Iterable[tuple[bytes, bytes]]) -> dict[bytes, records.Key]:
+    return {
+        key: info
+        for key, _ in items
+        if (info := records.classify_key(key)).kind in ("racl", "legacy_racl")
+    }
+
+
+def _split(key: bytes, info: records.Key, names: set[str]) -> tuple[str | None, str | None]:
+    """(acluser, intname) of a RACL key; a legacy key is split where the intname exists."""
+    if info.kind == "racl":
+        return info.user, records.dbname_to_intname(info.name or "")
+    splits = records.split_legacy_racl(key, names)
+    return splits[0] if splits else (info.user, info.name)
+
+
+def _marker_present(items: Sequence[tuple[bytes, bytes]], version: str) -> bool:
+    keys = {k for k, _ in items}
+    return records.racl_marker(version) in keys
+
+
+def racl_missing(
+    db: Database,
+    version: str = DEFAULT_VERSION,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+) -> list[Finding]:
+    """Error per RACL key the version's rule needs for a grant and the file lacks (only when the
+    RACL marker says RACLs are on: without it Cyrus neither reads nor writes the keys)."""
+    if db.items is None or not _marker_present(db.items, version):
+        return []
+    present = {k for k, _ in db.items}
+    ver = records.parse_version(version)
+    out = []
+    for entry in db.entries:
+        owner = records.owner_of(entry.name)
+        for ident, rights in entry.acl:
+            if entry.deleted or entry.intermediate:
+                continue
+            key = records.racl_key(ver, owner is None, ident, entry.name)
+            if key in present or key not in records.expected_racls([entry], version, admins):
+                continue
+            out.append(
+                _finding(
+                    "racl_missing",
+                    "error",
+                    "racl",
+                    visible(key),
+                    {
+                        "file": db.source,
+                        "mailbox": entry.name,
+                        "identifier": ident,
+                        "rights": rights,
+                        "namespace": "S" if owner is None else "U",
+                        "version": version,
+                    },
+                    as_of,
+                )
+            )
+    return out
+
+
+def _unexpected_reason(
+    user: str | None,
+    intname: str | None,
+    shared: bool | None,
+    by_name: dict[str, MailboxEntry],
+    version: str,
+    admins: Sequence[str],
+) -> tuple[str, str, dict[str, Any]]:
+    """(check, reason, facts) of a RACL key no grant needs."""
+    entry = by_name.get(intname or "")
+    if entry is None:
+        return "racl_stale", "no_mailbox", {}
+    acl = dict(entry.acl)
+    owner = records.owner_of(entry.name)
+    facts: dict[str, Any] = {"grant": acl.get(user or "")}
+    if entry.deleted:
+        return "racl_forbidden", "tombstone", facts
+    if entry.intermediate:
+        return "racl_forbidden", "intermediate", facts
+    if user is not None and user == owner:
+        return "racl_forbidden", "owner", facts
+    if user in admins:
+        return "racl_forbidden", "admin", facts
+    if user not in acl:
+        return "racl_stale", "no_grant", facts
+    if shared != (owner is None):
+        return "racl_stale", "wrong_namespace", facts
+    return "racl_stale", "rights_not_enough", {**facts, "version": version}
+
+
+def racl_unexpected(
+    db: Database,
+    version: str = DEFAULT_VERSION,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+) -> list[Finding]:
+    """`racl_stale` and `racl_forbidden` findings (warnings) for every RACL key no grant needs.
+
+    Forbidden: a key Cyrus never writes whatever the ACL (owner, admin, tombstone, intermediate).
+    Stale: a key for a mailbox that does not exist, an identifier without a grant, a grant whose
+    rights fail the version's test, or the other namespace letter (U/S)."""
+    if db.items is None:
+        return []
+    entries = db.entries
+    by_name = {e.name: e for e in entries}
+    expected = records.expected_racls(entries, version, admins)
+    marker = _marker_present(db.items, version)
+    out = []
+    for key, info in _racl_keys(db.items).items():
+        if key in expected:
+            continue
+        user, intname = _split(key, info, set(by_name))
+        check, reason, facts = _unexpected_reason(
+            user, intname, info.shared, by_name, version, admins
+        )
+        if (info.kind == "racl") != (records.parse_version(version) >= (3, 6, 0)):
+            check, reason = "racl_stale", "other_version_format"
+        detail = {
+            "file": db.source,
+            "identifier": user,
+            "mailbox": intname,
+            "namespace": "S" if info.shared else "U",
+            "reason": reason,
+            "racl_on": marker,
+            **facts,
+        }
+        out.append(_finding(check, "warning", "racl", visible(key), detail, as_of))
+    return out
+
+
+def racl_stale(
+    db: Database,
+    version: str = DEFAULT_VERSION,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+) -> list[Finding]:
+    return [f for f in racl_unexpected(db, version, admins, as_of) if f.check == "racl_stale"]
+
+
+def racl_forbidden(
+    db: Database,
+    version: str = DEFAULT_VERSION,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+) -> list[Finding]:
+    return [f for f in racl_unexpected(db, version, admins, as_of) if f.check == "racl_forbidden"]
+
+
+def _marker_value(version: str) -> bytes:
+    ver = records.parse_version(version)
+    if ver >= (3, 6, 0) or ver < (3, 3, 0):
+        return b""
+    return b"3" if ver >= (3, 4, 2) else b"2"
+
+
+def racl_marker(db: Database, version: str = DEFAULT_VERSION, as_of: Any = None) -> list[Finding]:
+    """Errors: RACL keys without the version's marker, a marker with the wrong value for the
+    version (3.3-3.4: the RACL_VERSION digit), or the other generation's marker."""
+    if db.items is None:
+        return []
+    values = dict(db.items)
+    marker = records.racl_marker(version)
+    want = _marker_value(version)
+    keys = _racl_keys(db.items)
+    out = []
+    base = {"file": db.source, "version": version}
+    if marker not in values and keys:
+        detail = {**base, "problem": "missing", "racl_keys": len(keys)}
+        out.append(_finding("racl_marker", "error", "racl", visible(marker), detail, as_of))
+    elif marker in values and values[marker] != want:
+        detail = {
+            **base,
+            "problem": "wrong_value",
+            "value": visible(values[marker]),
+            "expected_value": visible(want),
+        }
+        out.append(_finding("racl_marker", "error", "racl", visible(marker), detail, as_of))
+    for other in (records.RACL_MARKER, records.LEGACY_RACL_MARKER):
+        if other != marker and other in values:
+            detail = {**base, "problem": "other_version_format", "expected_key": visible(marker)}
+            out.append(_finding("racl_marker", "error", "racl", visible(other), detail, as_of))
+    return out
+
+
+# --- ACLs --------------------------------------------------------------------------------------
+
+
+def inbox_of(userid: str) -> str:
+    """The intname of a userid's INBOX: ``bob`` → ``user.bob``, ``a.b@x`` → ``x!user.a^b``."""
+    local, at, domain = userid.rpartition("@")
+    if not at:
+        local, domain = userid, ""
+    name = "user." + local.replace(".", "^")
+    return f"{domain}!{name}" if domain else name
+
+
+def _personal(ident: str, admins: Sequence[str]) -> bool:
+    return not (ident in PUBLIC or ident.startswith("group:") or ident in admins)
+
+
+def _domain(name: str) -> str:
+    domain, sep, _ = name.partition("!")
+    return domain if sep else ""
+
+
+def dangling_acl_identifier(
+    db: Database, admins: Sequence[str] = DEFAULT_ADMINS, as_of: Any = None
+) -> list[Finding]:
+    """Warning per user identifier granted rights (on a live mailbox) whose INBOX is not in the
+    database: a deleted or renamed user, or a typo. Skips anyone, anonymous, groups, admins."""
+    entries = db.entries
+    live = {e.name for e in entries if not e.deleted}
+    grants: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        if entry.deleted:
+            continue
+        for row in entry.acl_rows():
+            ident = row.identifier
+            if _personal(ident, admins) and inbox_of(ident) not in live:
+                grants.setdefault(ident, []).append(
+                    {"mailbox": entry.name, "rights": row.rights, "negative": row.negative}
+                )
+    return [
+        _finding(
+            "dangling_acl_identifier",
+            "warning",
+            "user",
+            visible(ident),
+            {"file": db.source, "inbox": inbox_of(ident), "grants": found},
+            as_of,
+        )
+        for ident, found in sorted(grants.items())
+    ]
+
+
+def cross_domain_share(
+    db: Database, admins: Sequence[str] = DEFAULT_ADMINS, as_of: Any = None
+) -> list[Finding]:
+    """Info per positive grant on a live mailbox to a user of another domain."""
+    out = []
+    for entry in db.entries:
+        if entry.deleted:
+            continue
+        owner = records.owner_of(entry.name)
+        for row in entry.acl_rows():
+            ident = row.identifier
+            if row.negative or ident == owner or not _personal(ident, admins):
+                continue
+            user_domain = ident.rpartition("@")[2] if "@" in ident else ""
+            if user_domain.lower() != _domain(entry.name).lower():
+                detail = {
+                    "file": db.source,
+                    "mailbox": entry.name,
+                    "identifier": ident,
+                    "rights": row.rights,
+                    "mailbox_domain": _domain(entry.name),
+                    "identifier_domain": user_domain,
+                }
+                subject = f"{visible(entry.name)} {visible(ident)}"
+                out.append(_finding("cross_domain_share", "info", "acl", subject, detail, as_of))
+    return out
+
+
+def anyone_share(db: Database, as_of: Any = None) -> list[Finding]:
+    """Info per positive grant to ``anyone`` or ``anonymous`` on a live mailbox."""
+    out = []
+    for entry in db.entries:
+        if entry.deleted:
+            continue
+        for row in entry.acl_rows():
+            if row.negative or row.identifier not in PUBLIC:
+                continue
+            detail = {
+                "file": db.source,
+                "mailbox": entry.name,
+                "identifier": row.identifier,
+                "rights": row.rights,
+                "readable": "r" in row.rights,
+                "listable": "l" in row.rights,
+            }
+            subject = f"{visible(entry.name)} {row.identifier}"
+            out.append(_finding("anyone_share", "info", "acl", subject, detail, as_of))
+    return out
+
+
+# --- integrity ---------------------------------------------------------------------------------
+
+
+def integrity(db: Database, as_of: Any = None) -> list[Finding]:
+    """One finding per reader `Problem`: warning for a dirty header, bytes past the committed
+    size or an uncommitted tail, critical otherwise (CRC, truncation, bad pointer, ...)."""
+    return [
+        _finding(
+            "integrity",
+            "warning" if p.kind in WARNING_PROBLEMS else "critical",
+            "file",
+            f"{db.source}@{p.offset:#x}",
+            {"file": db.source, "kind": p.kind, "offset": p.offset, "problem": p.detail},
+            as_of,
+        )
+        for p in db.problems
+    ]
+
+
+# --- all ---------------------------------------------------------------------------------------
+
+
+def run_checks(
+    db: Database,
+    version: str = DEFAULT_VERSION,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: dt.datetime | None = None,
+) -> list[Finding]:
+    """Every check above, in a stable order."""
+    return [
+        *integrity(db, as_of),
+        *racl_marker(db, version, as_of),
+        *racl_missing(db, version, admins, as_of),
+        *racl_unexpected(db, version, admins, as_of),
+        *dangling_acl_identifier(db, admins, as_of),
+        *cross_domain_share(db, admins, as_of),
+        *anyone_share(db, as_of),
+    ]
+
+
+def sharing_report(
+    entries: Iterable[MailboxEntry], admins: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Who can see whose mailbox: every ACL row of a live mailbox except the owner's own and
+    `admins`' (owner None for shared mailboxes), sorted by owner, mailbox, grantee."""
+    rows = []
+    for entry in entries:
+        if entry.deleted:
+            continue
+        owner = records.owner_of(entry.name)
+        for row in entry.acl_rows():
+            if (row.identifier == owner and not row.negative) or row.identifier in admins:
+                continue
+            rows.append(
+                {
+                    "owner": owner,
+                    "mailbox": entry.name,
+                    "grantee": row.identifier,
+                    "rights": row.rights,
+                    "negative": row.negative,
+                }
+            )
+    return sorted(rows, key=lambda r: (r["owner"] or "", r["mailbox"], r["grantee"], r["negative"]))
