@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 
 from mqforensics.errors import ConfigError, InputError, PlanModified
 from mqforensics.purge import faults
+from mqforensics.retention.manifest import fsync_directory
 
 FINAL_EVENTS = ("done", "skipped")
 
@@ -64,15 +65,6 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
     return _parse(path, data)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make a file's creation durable: its directory entry lives in the directory."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Journal:
     """An open journal, locked against a second purger writing the same file."""
 
@@ -105,7 +97,7 @@ class Journal:
                     f"journal {path} is in use by another purge of this plan"
                 ) from exc
             if created:
-                _fsync_directory(path.parent)
+                fsync_directory(path.parent)
             handle.seek(0)
             data = handle.read()
             keep = data.rfind(b"\n") + 1

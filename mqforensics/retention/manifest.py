@@ -270,7 +270,7 @@ def write_plan(
         }
         data = (json.dumps(header, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
         _write_durably(tmp / PLAN_JSON, data)
-        _fsync_directory(tmp)
+        fsync_directory(tmp)
         try:
             os.rename(tmp, out)  # replaces an empty directory, refuses a non-empty one
         except OSError as exc:
@@ -278,7 +278,7 @@ def write_plan(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_directory(out.parent)
+    fsync_directory(out.parent)
     return Plan(out, header, hashlib.sha256(data).hexdigest())
 
 
@@ -373,7 +373,8 @@ def _write_durably(path: Path, data: bytes) -> None:
         _sync(handle)
 
 
-def _fsync_directory(path: Path) -> None:
+def fsync_directory(path: Path) -> None:
+    """Make a file's creation or rename durable: its entry lives in the directory."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -390,7 +391,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
 def _file_digest(path: Path) -> tuple[str, int]:
