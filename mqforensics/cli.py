@@ -12,6 +12,7 @@ from mqforensics.purge import cli as purge_cli
 from mqforensics.retention import cli as retention_cli
 from mqforensics.services import cli as services_cli
 from mqforensics.systems.cyrus import audit as cyrus_audit
+from mqforensics.systems.cyrus import plan_cli as cyrus_plan
 from mqforensics.systems.james import audit as james_audit
 from mqforensics.systems.james import plan_cli as james_plan
 from mqforensics.systems.james import validate as james_validate
@@ -35,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_validate.add_parser(validate_systems)
     plan = commands.add_parser("plan", help="plan a retention cleanup (deletes nothing)")
-    james_plan.add_parser(plan.add_subparsers(dest="system", required=True, metavar="SYSTEM"))
+    plan_systems = plan.add_subparsers(dest="system", required=True, metavar="SYSTEM")
+    james_plan.add_parser(plan_systems)
+    cyrus_plan.add_parser(plan_systems)
     services_cli.add_parser(commands)
     retention_cli.add_report_parser(commands)
     retention_cli.add_approve_parser(commands)

@@ -58,6 +58,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="LEVEL",
         help="Cassandra consistency level (default: %(default)s)",
     )
+    cyrus = parser.add_argument_group("Cyrus plans")
+    cyrus.add_argument(
+        "--imap",
+        metavar="HOST:PORT",
+        help="Cyrus IMAP server for DELETEACL; admin login from MQF_IMAP_USERNAME/_PASSWORD",
+    )
+    cyrus.add_argument("--imap-ssl", action="store_true", help="IMAP over TLS (IMAPS)")
+    cyrus.add_argument(
+        "--cyrus-config", metavar="FILE", help="the server's imapd.conf (RACL key repairs)"
+    )
+    cyrus.add_argument(
+        "--cyrus-tools", metavar="DIR", help="directory of cyr_dbtool (default /usr/lib/cyrus/bin)"
+    )
+    cyrus.add_argument(
+        "--cyrus-user", metavar="NAME", help="run cyr_dbtool as this user when root (default cyrus)"
+    )
     parser.set_defaults(run=run)
 
 

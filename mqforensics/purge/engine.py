@@ -50,6 +50,7 @@ MAX_PRINTED_PROBLEMS = 20
 # imported only when a plan of that system is purged.
 FACTORIES: dict[str, str] = {
     "james": "mqforensics.systems.james.purge_executor:build_executors",
+    "cyrus": "mqforensics.systems.cyrus.purge_executor:build_executors",
 }
 
 

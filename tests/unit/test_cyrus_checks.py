@@ -9,6 +9,7 @@ import pytest
 
 from mqforensics import cli
 from mqforensics.errors import InputError
+from mqforensics.privacy import pseudonymize_address
 from mqforensics.systems.cyrus import audit, checks, dumps, skiplist, twoskip
 from mqforensics.systems.cyrus.checks import Database
 
@@ -67,6 +68,7 @@ def test_missing_key() -> None:
     ]
     assert found[0].detail == {
         "file": "m",
+        "key_hex": BOB_ALICE.hex(),
         "identifier": "bob",
         "mailbox": "user.alice",
         "namespace": "U",
@@ -203,10 +205,21 @@ def test_cli_writes_findings(tmp_path: Path) -> None:
     assert {(r["check"], r["severity"]) for r in rows if r["check"].startswith("racl")} == {
         ("racl_missing", "error")
     }
+    # Pseudonymised by default: bob's token as identifier, alice's in her mailbox name.
+    bob, alice = pseudonymize_address("bob"), pseudonymize_address("alice")
     assert [r["subject"] for r in rows if r["check"] == "racl_missing"] == [
-        "AU\\x1ebob\\x1euser\\x1falice"
+        f"AU\\x1e{bob}\\x1euser\\x1f{alice}"
     ]
+    text = (out / "findings.json").read_text()
+    assert '"bob' not in text and ".alice" not in text and "x1falice" not in text
     assert {r["observed_at"] for r in rows} == {"2026-01-02T03:04:05Z"}
     assert (out / "findings.parquet").is_dir()
     sharing = json.loads((out / "sharing.json").read_text())
     assert sharing and not any("alice" in json.dumps(r) for r in sharing)
+    revealed = tmp_path / "revealed"
+    argv = ["audit", "cyrus", str(edited), "--out", str(revealed), "--reveal-addresses"]
+    assert cli.main(argv) == 1
+    rows = json.loads((revealed / "findings.json").read_text())
+    assert [r["subject"] for r in rows if r["check"] == "racl_missing"] == [
+        "AU\\x1ebob\\x1euser\\x1falice"
+    ]

@@ -4,8 +4,9 @@ Each input's type is found from its content: twoskip or skiplist magic, else a t
 ``ctl_mboxlist -d`` JSON (starts with ``{``, or a ``.json`` name), ``cvt_cyrusdb`` flat (``.flat``
 name), ``cyr_dbtool ... batch`` SHOW (``.batchshow``), otherwise ``cyr_dbtool ... show``. Findings
 are written as by `audit james` (findings.json and findings.parquet, atomically) and
-``sharing.json`` (who can see whose mailbox; identifiers pseudonymised unless
-``--reveal-addresses``). Exit status: 0, 1 when any finding is ``error`` or worse, 2 on bad input.
+``sharing.json`` (who can see whose mailbox). Identifiers and the user part of mailbox names are
+pseudonymised in both (`pseudonyms`) unless ``--reveal-addresses``. Exit status: 0, 1 when any
+finding is ``error`` or worse, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from typing import Any
 
 from mqforensics.errors import InputError
 from mqforensics.findings import SEVERITIES, Finding, severity_rank
-from mqforensics.privacy import pseudonymize_address, pseudonymize_text
-from mqforensics.systems.cyrus import checks, dumps, skiplist, twoskip
+from mqforensics.systems.cyrus import checks, dumps, pseudonyms, skiplist, twoskip
 from mqforensics.systems.cyrus.checks import Database
 from mqforensics.systems.james.audit import parse_instant, summarise, write_findings
 
@@ -36,10 +36,14 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
         "--admin", action="append", default=None,
         help="an `admins:` userid (repeat; default cyrus)",
     )  # fmt: skip
+    parser.add_argument(
+        "--default-domain", metavar="DOMAIN",
+        help="`defaultdomain:` of imapd.conf: bob@DOMAIN is the user bob (user.bob)",
+    )  # fmt: skip
     parser.add_argument("--as-of", type=parse_instant, help="observed_at of the findings")
     parser.add_argument(
         "--reveal-addresses", action="store_true",
-        help="show identifiers in sharing.json as they are (default: pseudonymised)",
+        help="show identifiers and mailbox names as they are (default: pseudonymised)",
     )  # fmt: skip
     parser.set_defaults(run=run)
 
@@ -68,37 +72,18 @@ def load(path: Path) -> Database:
     )
 
 
-def _pseudonymise_mailbox(name: str, salt: str = "") -> str:
-    domain, bang, rest = name.partition("!")
-    if not bang:
-        domain, rest = "", name
-    parts = rest.split(".")
-    for i in range(len(parts) - 1):
-        if parts[i] == "user":
-            local = parts[i + 1].replace("^", ".")
-            userid = f"{local}@{domain}" if domain else local
-            parts[i + 1] = pseudonymize_address(userid, salt).partition("@")[0]
-            break
-    return f"{domain}{bang}{'.'.join(parts)}"
-
-
-def _pseudonymise_identifier(ident: str | None) -> str | None:
-    if ident is None or ident in checks.PUBLIC or ident.startswith("group:"):
-        return ident
-    # pseudonymize_text only matches user@domain; a bare userid is replaced as a whole.
-    return pseudonymize_text(ident) if "@" in ident else pseudonymize_address(ident)
-
-
-def sharing_rows(dbs: list[Database], admins: list[str], reveal: bool) -> list[dict[str, Any]]:
+def sharing_rows(
+    dbs: list[Database], admins: list[str], reveal: bool, default_domain: str | None = None
+) -> list[dict[str, Any]]:
     rows = []
     for db in dbs:
-        for row in checks.sharing_report(db.entries, admins):
+        for row in checks.sharing_report(db.entries, admins, default_domain):
             if not reveal:
                 row = {
                     **row,
-                    "owner": _pseudonymise_identifier(row["owner"]),
-                    "grantee": _pseudonymise_identifier(row["grantee"]),
-                    "mailbox": _pseudonymise_mailbox(row["mailbox"]),
+                    "owner": pseudonyms.identifier(row["owner"], admins),
+                    "grantee": pseudonyms.identifier(row["grantee"], admins),
+                    "mailbox": pseudonyms.mailbox(row["mailbox"]),
                 }
             rows.append({"file": db.source, **row})
     return rows
@@ -113,10 +98,12 @@ def run(args: argparse.Namespace) -> int:
     dbs = [load(path) for path in args.inputs]
     found: list[Finding] = []
     for db in dbs:
-        found.extend(checks.run_checks(db, args.cyrus_version, admins, as_of))
+        found.extend(checks.run_checks(db, args.cyrus_version, admins, as_of, args.default_domain))
+    if not args.reveal_addresses:
+        found = [pseudonyms.finding(f, admins) for f in found]
     spark = session("mqforensics-audit-cyrus")
     rows = write_findings(to_frame(spark, found), args.out)
-    sharing = sharing_rows(dbs, admins, args.reveal_addresses)
+    sharing = sharing_rows(dbs, admins, args.reveal_addresses, args.default_domain)
     tmp = args.out / ".sharing.json.tmp"
     tmp.write_text(json.dumps(sharing, indent=1, sort_keys=True) + "\n")
     tmp.replace(args.out / "sharing.json")

@@ -126,6 +126,7 @@ def racl_missing(
                     visible(key),
                     {
                         "file": db.source,
+                        "key_hex": key.hex(),
                         "mailbox": entry.name,
                         "identifier": ident,
                         "rights": rights,
@@ -197,6 +198,7 @@ def racl_unexpected(
             check, reason = "racl_stale", "other_version_format"
         detail = {
             "file": db.source,
+            "key_hex": key.hex(),
             "identifier": user,
             "mailbox": intname,
             "namespace": "S" if info.shared else "U",
@@ -274,6 +276,15 @@ def inbox_of(userid: str) -> str:
     return f"{domain}!{name}" if domain else name
 
 
+def canonical_user(ident: str, default_domain: str | None = None) -> str:
+    """`ident` as Cyrus authorises it: ``bob@<defaultdomain>`` is the same user as ``bob``
+    (imapd strips the default domain from logins and ACL identifiers when it compares them)."""
+    local, at, domain = ident.rpartition("@")
+    if at and default_domain and domain.lower() == default_domain.lower():
+        return local
+    return ident
+
+
 def _personal(ident: str, admins: Sequence[str]) -> bool:
     return not (ident in PUBLIC or ident.startswith("group:") or ident in admins)
 
@@ -284,19 +295,27 @@ def _domain(name: str) -> str:
 
 
 def dangling_acl_identifier(
-    db: Database, admins: Sequence[str] = DEFAULT_ADMINS, as_of: Any = None
+    db: Database,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+    default_domain: str | None = None,
 ) -> list[Finding]:
     """Warning per user identifier granted rights (on a live mailbox) whose INBOX is not in the
-    database: a deleted or renamed user, or a typo. Skips anyone, anonymous, groups, admins."""
+    database: a deleted or renamed user, or a typo. Skips anyone, anonymous, groups, admins.
+    ``bob@<default_domain>`` has the INBOX ``user.bob``."""
     entries = db.entries
     live = {e.name for e in entries if not e.deleted}
     grants: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         if entry.deleted:
             continue
+        owner = records.owner_of(entry.name)
         for row in entry.acl_rows():
             ident = row.identifier
-            if _personal(ident, admins) and inbox_of(ident) not in live:
+            user = canonical_user(ident, default_domain)
+            if user == owner:  # the owner's own rights, e.g. on a deleted user's DELETED.* box
+                continue
+            if _personal(ident, admins) and inbox_of(user) not in live:
                 grants.setdefault(ident, []).append(
                     {"mailbox": entry.name, "rights": row.rights, "negative": row.negative}
                 )
@@ -306,7 +325,11 @@ def dangling_acl_identifier(
             "warning",
             "user",
             visible(ident),
-            {"file": db.source, "inbox": inbox_of(ident), "grants": found},
+            {
+                "file": db.source,
+                "inbox": inbox_of(canonical_user(ident, default_domain)),
+                "grants": found,
+            },
             as_of,
         )
         for ident, found in sorted(grants.items())
@@ -314,9 +337,13 @@ def dangling_acl_identifier(
 
 
 def cross_domain_share(
-    db: Database, admins: Sequence[str] = DEFAULT_ADMINS, as_of: Any = None
+    db: Database,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+    default_domain: str | None = None,
 ) -> list[Finding]:
-    """Info per positive grant on a live mailbox to a user of another domain."""
+    """Info per positive grant on a live mailbox to a user of another domain (a mailbox or
+    identifier without a domain is in `default_domain`)."""
     out = []
     for entry in db.entries:
         if entry.deleted:
@@ -324,9 +351,10 @@ def cross_domain_share(
         owner = records.owner_of(entry.name)
         for row in entry.acl_rows():
             ident = row.identifier
-            if row.negative or ident == owner or not _personal(ident, admins):
+            user = canonical_user(ident, default_domain)
+            if row.negative or user == owner or not _personal(ident, admins):
                 continue
-            user_domain = ident.rpartition("@")[2] if "@" in ident else ""
+            user_domain = user.rpartition("@")[2] if "@" in user else ""
             if user_domain.lower() != _domain(entry.name).lower():
                 detail = {
                     "file": db.source,
@@ -390,21 +418,23 @@ def run_checks(
     version: str = DEFAULT_VERSION,
     admins: Sequence[str] = DEFAULT_ADMINS,
     as_of: dt.datetime | None = None,
+    default_domain: str | None = None,
 ) -> list[Finding]:
-    """Every check above, in a stable order."""
+    """Every check above, in a stable order. `default_domain` is ``defaultdomain:`` of
+    ``imapd.conf`` (None: every identifier is taken as written)."""
     return [
         *integrity(db, as_of),
         *racl_marker(db, version, as_of),
         *racl_missing(db, version, admins, as_of),
         *racl_unexpected(db, version, admins, as_of),
-        *dangling_acl_identifier(db, admins, as_of),
-        *cross_domain_share(db, admins, as_of),
+        *dangling_acl_identifier(db, admins, as_of, default_domain),
+        *cross_domain_share(db, admins, as_of, default_domain),
         *anyone_share(db, as_of),
     ]
 
 
 def sharing_report(
-    entries: Iterable[MailboxEntry], admins: Sequence[str] = ()
+    entries: Iterable[MailboxEntry], admins: Sequence[str] = (), default_domain: str | None = None
 ) -> list[dict[str, Any]]:
     """Who can see whose mailbox: every ACL row of a live mailbox except the owner's own and
     `admins`' (owner None for shared mailboxes), sorted by owner, mailbox, grantee."""
@@ -414,7 +444,8 @@ def sharing_report(
             continue
         owner = records.owner_of(entry.name)
         for row in entry.acl_rows():
-            if (row.identifier == owner and not row.negative) or row.identifier in admins:
+            own = canonical_user(row.identifier, default_domain) == owner
+            if (own and not row.negative) or row.identifier in admins:
                 continue
             rows.append(
                 {

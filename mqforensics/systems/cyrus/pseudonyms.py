@@ -1,0 +1,78 @@
+"""Pseudonymised Cyrus identifiers, mailbox names, RACL keys and findings.
+
+A userid and the user part of a mailbox name get the same ``u-…`` token
+(`privacy.pseudonymize_address` of ``local@domain``, or of the bare ``local`` in the default
+domain), so ``alice`` in an ACL and ``user.alice.Sent`` still match after pseudonymising;
+``anyone``, ``anonymous``, ``group:…`` and admins are kept. A negative identifier keeps its
+``-``. Findings are rebuilt field by field, and a RACL key subject is rebuilt from its
+pseudonymised identifier and mailbox, so every subject stays unique and comparable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from mqforensics.findings import Finding
+from mqforensics.privacy import pseudonymize_address
+from mqforensics.systems.cyrus import checks, records
+
+
+def identifier(ident: str | None, admins: Sequence[str] = (), salt: str = "") -> str | None:
+    """``bob@example.com`` → ``u-…@example.com``, ``bob`` → ``u-…``, ``-bob`` → ``-u-…``."""
+    if ident is None:
+        return None
+    negative = ident.startswith("-")
+    bare = ident.removeprefix("-")
+    if bare in checks.PUBLIC or bare.startswith("group:") or bare in admins:
+        return ident
+    return ("-" if negative else "") + pseudonymize_address(bare, salt)
+
+
+def mailbox(name: str | None, salt: str = "") -> str | None:
+    """An intname with its user part pseudonymised: ``user.alice.Sent`` → ``user.u-….Sent``."""
+    if name is None:
+        return None
+    domain, bang, rest = name.partition("!")
+    if not bang:
+        domain, rest = "", name
+    parts = rest.split(".")
+    for i in range(len(parts) - 1):
+        if parts[i] == "user":
+            local = parts[i + 1].replace("^", ".")
+            userid = f"{local}@{domain}" if domain else local
+            parts[i + 1] = pseudonymize_address(userid, salt).partition("@")[0]
+            break
+    return f"{domain}{bang}{'.'.join(parts)}"
+
+
+def _racl_subject(original: str, detail: dict[str, Any]) -> str | None:
+    """The RACL key of `detail` in the format of the `original` subject (3.6+ or legacy)."""
+    ident, name = detail.get("identifier"), detail.get("mailbox")
+    namespace = detail.get("namespace")
+    if ident is None or name is None or namespace not in ("U", "S"):
+        return None
+    key_format = (3, 6, 0) if original.startswith("A") else (3, 0, 0)
+    return checks.visible(records.racl_key(key_format, namespace == "S", ident, name))
+
+
+def finding(f: Finding, admins: Sequence[str] = (), salt: str = "") -> Finding:
+    """`f` with every identifier and mailbox name in its subject and detail pseudonymised."""
+    detail = dict(f.detail)
+    detail.pop("key_hex", None)  # the exact key names the user: only with --reveal-addresses
+    if "identifier" in detail:
+        detail["identifier"] = identifier(detail["identifier"], admins, salt)
+    for key in ("mailbox", "inbox"):
+        if key in detail:
+            detail[key] = mailbox(detail[key], salt)
+    if "grants" in detail:
+        detail["grants"] = [{**g, "mailbox": mailbox(g["mailbox"], salt)} for g in detail["grants"]]
+    subject = f.subject
+    if f.check in ("racl_missing", "racl_stale", "racl_forbidden"):
+        subject = _racl_subject(f.subject, detail) or f"(pseudonymised {f.check} key)"
+    elif f.check == "dangling_acl_identifier":
+        subject = identifier(f.subject, admins, salt) or f.subject
+    elif f.check in ("cross_domain_share", "anyone_share"):
+        subject = f"{checks.visible(detail['mailbox'])} {checks.visible(detail['identifier'])}"
+    return dataclasses.replace(f, subject=subject, detail=detail)
