@@ -47,10 +47,14 @@ class Scenario:
 
 
 def build(info: dict) -> Scenario:
-    """ann shares folders with ben (qualified and negative), cat of another domain, anyone, eve
-    (``p`` only) and dan; renames one shared folder, deletes another (delayed delete keeps it as
-    a ``DELETED.`` mailbox); ben shares his Notes with ann; the admin makes a shared folder and
-    deletes dan's account, whose grants stay behind."""
+    """ann shares folders with ben (``ben@example.org``, negative, and bare ``ben``), cat of
+    another domain, anyone, eve (``p`` only, and ``lr`` on Private) and dan; renames one shared
+    folder, deletes another (delayed delete keeps it as a ``DELETED.`` mailbox); ben shares his
+    Notes with ``ann@example.org`` and ``eve@example.org``; the admin makes a shared folder and
+    deletes dan's account, whose grants stay behind.
+
+    Grants written ``user@example.org`` (the default domain) give that user no access at all on
+    3.6.1: Cyrus compares identifiers verbatim with the bare login userid."""
     tag = uuid.uuid4().hex[:6]
     s = Scenario(tag)
     for role in ("ann", "ben", "dan", "eve"):
@@ -74,6 +78,7 @@ def build(info: dict) -> Scenario:
     ok(ann.setacl("Projects", dan, "lr"))
     ok(ann.setacl("Projects/Q1", s.local("ben"), "r"))  # bare userid in the default domain
     ok(ann.setacl("Dot.ted", s.local("ben"), "lrs"))
+    ok(ann.setacl("Private", s.local("eve"), "lr"))  # the one grant eve can LIST (bare userid)
     ok(ann.rename("Projects", "Archive"))  # the children and every grant move with it
     ok(ann.delete("Dot.ted"))  # delayed delete: DELETED/user/ann/Dot.ted/<hex>, ACL kept
     ann.logout()

@@ -12,6 +12,7 @@ from mqforensics.errors import InputError
 from mqforensics.privacy import pseudonymize_address
 from mqforensics.systems.cyrus import audit, checks, dumps, skiplist, twoskip
 from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus.records import MailboxEntry
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyrus"
 DB = DATA / "mailboxes_twoskip.db"
@@ -168,9 +169,52 @@ def test_integrity_findings() -> None:
 def test_sharing_report() -> None:
     rows = checks.sharing_report(Database("m", ITEMS).entries, ("cyrus",))
     assert {"owner": "alice", "mailbox": "user.alice.Shared", "grantee": "dave", "rights": "lr",
-            "negative": True} in rows  # fmt: skip
+            "negative": True, "effective": True} in rows  # fmt: skip
     assert not any(r["grantee"] == r["owner"] or r["grantee"] == "cyrus" for r in rows)
     assert not any(r["mailbox"] == "user.alice.Dot^ted" for r in rows)  # tombstone
+
+
+def test_identifiers_written_with_the_default_domain() -> None:
+    entries = [
+        MailboxEntry("user.ann", "e", acl=(("ann", "lrswipkxtecdan"), ("ann@example.org", "lr"))),
+        MailboxEntry(
+            "user.ann.Work",
+            "e",
+            acl=(
+                ("bob@example.org", "lr"),
+                ("-bob@example.org", "w"),
+                ("carol", "lr"),
+                ("frank@example.com", "lr"),
+            ),
+        ),
+        MailboxEntry("example.com!user.frank", "e", acl=(("frank@example.com", "lrs"),)),
+        MailboxEntry("user.bob", "e", acl=(("bob", "lrswipkxtecdan"),)),
+        MailboxEntry("user.carol", "e", acl=(("carol", "lrswipkxtecdan"),)),
+    ]
+    db = Database("m", None, (), entries)
+    assert checks.noncanonical_acl_identifier(db, None) == []
+    found = checks.noncanonical_acl_identifier(db, "example.org")
+    assert [(f.subject, f.detail["canonical"]) for f in found] == [
+        ("ann@example.org", "ann"),
+        ("bob@example.org", "bob"),
+    ]
+    assert found[1].detail["grants"] == [
+        {"mailbox": "user.ann.Work", "rights": "lr", "negative": False},
+        {"mailbox": "user.ann.Work", "rights": "w", "negative": True},
+    ]
+    # bob exists as the bare userid: not dangling, and not a cross-domain share either.
+    everything = checks.run_checks(db, default_domain="example.org")
+    assert {f.check for f in everything} == {"noncanonical_acl_identifier", "cross_domain_share"}
+    assert [f.subject for f in everything if f.check == "cross_domain_share"] == [
+        "user.ann.Work frank@example.com"
+    ]
+    rows = checks.sharing_report(entries, ("cyrus",), "example.org")
+    assert {(r["mailbox"], r["grantee"], r["effective"]) for r in rows} == {
+        ("user.ann", "ann@example.org", False),  # not the owner's own rights: a dead grant
+        ("user.ann.Work", "bob@example.org", False),
+        ("user.ann.Work", "carol", True),
+        ("user.ann.Work", "frank@example.com", True),
+    }
 
 
 def test_load_rejects_unknown_input(tmp_path: Path) -> None:

@@ -336,6 +336,48 @@ def dangling_acl_identifier(
     ]
 
 
+def noncanonical_acl_identifier(
+    db: Database,
+    default_domain: str | None,
+    admins: Sequence[str] = DEFAULT_ADMINS,
+    as_of: Any = None,
+) -> list[Finding]:
+    """Warning per identifier written ``local@<default_domain>`` in the ACL of a live mailbox.
+
+    Cyrus stores and compares ACL identifiers verbatim, while a user of the default domain logs
+    in (and is authorised) as the bare ``local`` [verified 3.6.1: a grant ``q@example.org lr``
+    let user q neither LIST nor SELECT the folder]. Such a grant gives nobody access; its RACL
+    key is written under the written form and never found either. One finding per identifier.
+    """
+    if not default_domain:
+        return []
+    grants: dict[str, list[dict[str, Any]]] = {}
+    for entry in db.entries:
+        if entry.deleted or entry.intermediate:
+            continue
+        for row in entry.acl_rows():
+            ident = row.identifier
+            if _personal(ident, admins) and canonical_user(ident, default_domain) != ident:
+                grants.setdefault(ident, []).append(
+                    {"mailbox": entry.name, "rights": row.rights, "negative": row.negative}
+                )
+    return [
+        _finding(
+            "noncanonical_acl_identifier",
+            "warning",
+            "user",
+            visible(ident),
+            {
+                "file": db.source,
+                "canonical": canonical_user(ident, default_domain),
+                "grants": found,
+            },
+            as_of,
+        )
+        for ident, found in sorted(grants.items())
+    ]
+
+
 def cross_domain_share(
     db: Database,
     admins: Sequence[str] = DEFAULT_ADMINS,
@@ -428,6 +470,7 @@ def run_checks(
         *racl_missing(db, version, admins, as_of),
         *racl_unexpected(db, version, admins, as_of),
         *dangling_acl_identifier(db, admins, as_of, default_domain),
+        *noncanonical_acl_identifier(db, default_domain, admins, as_of),
         *cross_domain_share(db, admins, as_of, default_domain),
         *anyone_share(db, as_of),
     ]
@@ -437,15 +480,16 @@ def sharing_report(
     entries: Iterable[MailboxEntry], admins: Sequence[str] = (), default_domain: str | None = None
 ) -> list[dict[str, Any]]:
     """Who can see whose mailbox: every ACL row of a live mailbox except the owner's own and
-    `admins`' (owner None for shared mailboxes), sorted by owner, mailbox, grantee."""
+    `admins`' (owner None for shared mailboxes), sorted by owner, mailbox, grantee.
+    `effective` is False for an identifier written with `default_domain`, which Cyrus never
+    matches (see `noncanonical_acl_identifier`)."""
     rows = []
     for entry in entries:
         if entry.deleted:
             continue
         owner = records.owner_of(entry.name)
         for row in entry.acl_rows():
-            own = canonical_user(row.identifier, default_domain) == owner
-            if (own and not row.negative) or row.identifier in admins:
+            if (row.identifier == owner and not row.negative) or row.identifier in admins:
                 continue
             rows.append(
                 {
@@ -454,6 +498,7 @@ def sharing_report(
                     "grantee": row.identifier,
                     "rights": row.rights,
                     "negative": row.negative,
+                    "effective": canonical_user(row.identifier, default_domain) == row.identifier,
                 }
             )
     return sorted(rows, key=lambda r: (r["owner"] or "", r["mailbox"], r["grantee"], r["negative"]))

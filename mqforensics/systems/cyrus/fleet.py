@@ -48,7 +48,8 @@ RECORDS = (
     "namespace string"
 )
 SHARING = (
-    "file string, owner string, mailbox string, grantee string, rights string, negative boolean"
+    "file string, owner string, mailbox string, grantee string, rights string, negative boolean, "
+    "effective boolean"
 )
 
 
@@ -140,7 +141,15 @@ class CyrusSharingReader(_FilesReader):
         domain = self.options.get("default_domain") or None
         report = checks.sharing_report(db.entries, _admins(self.options), domain)
         return (
-            (db.source, r["owner"], r["mailbox"], r["grantee"], r["rights"], r["negative"])
+            (
+                db.source,
+                r["owner"],
+                r["mailbox"],
+                r["grantee"],
+                r["rights"],
+                r["negative"],
+                r["effective"],
+            )
             for r in report
         )
 

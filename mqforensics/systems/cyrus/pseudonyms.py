@@ -61,8 +61,9 @@ def finding(f: Finding, admins: Sequence[str] = (), salt: str = "") -> Finding:
     """`f` with every identifier and mailbox name in its subject and detail pseudonymised."""
     detail = dict(f.detail)
     detail.pop("key_hex", None)  # the exact key names the user: only with --reveal-addresses
-    if "identifier" in detail:
-        detail["identifier"] = identifier(detail["identifier"], admins, salt)
+    for key in ("identifier", "canonical"):
+        if key in detail:
+            detail[key] = identifier(detail[key], admins, salt)
     for key in ("mailbox", "inbox"):
         if key in detail:
             detail[key] = mailbox(detail[key], salt)
@@ -71,7 +72,7 @@ def finding(f: Finding, admins: Sequence[str] = (), salt: str = "") -> Finding:
     subject = f.subject
     if f.check in ("racl_missing", "racl_stale", "racl_forbidden"):
         subject = _racl_subject(f.subject, detail) or f"(pseudonymised {f.check} key)"
-    elif f.check == "dangling_acl_identifier":
+    elif f.check in ("dangling_acl_identifier", "noncanonical_acl_identifier"):
         subject = identifier(f.subject, admins, salt) or f.subject
     elif f.check in ("cross_domain_share", "anyone_share"):
         subject = f"{checks.visible(detail['mailbox'])} {checks.visible(detail['identifier'])}"
