@@ -49,8 +49,17 @@ def pseudonymize_address(addr: str, salt: str = "") -> str:
     return f"{_token(f'{local}@{domain.lower()}', salt)}@{domain}"
 
 
+def _pseudonymize_match(match: re.Match[str], salt: str) -> str:
+    # ``=`` is atext, so ``to=alice@example.org`` (log lines, ``key=value`` summaries) matches
+    # as one address: the part up to the last ``=`` is kept as the key it almost always is.
+    prefix, eq, address = match.group(0).rpartition("=")
+    if not eq:
+        return pseudonymize_address(address, salt)
+    return prefix + eq + pseudonymize_address(address, salt)
+
+
 def pseudonymize_text(text: str, salt: str = "") -> str:
     """`text` with every mail address in it pseudonymised (see `pseudonymize_address`)."""
     if "@" not in text:
         return text
-    return ADDRESS.sub(lambda m: pseudonymize_address(m.group(0), salt), text)
+    return ADDRESS.sub(lambda m: _pseudonymize_match(m, salt), text)

@@ -10,6 +10,7 @@ approver's name may, and a report is the kind of file that gets mailed around.
 from __future__ import annotations
 
 import html
+import importlib
 import itertools
 import json
 from collections import Counter
@@ -73,7 +74,7 @@ def render_text(
     salt: str = "",
 ) -> str:
     show = _shower(reveal, salt)
-    title, sections = _build(plan, journal)
+    title, sections = _build(plan, journal, _target_hider(plan, reveal, salt))
     out = [show(title), "=" * len(show(title))]
     for section in sections:
         out += ["", section.title, "-" * len(section.title)]
@@ -94,7 +95,7 @@ def render_html(
     def esc(text: str) -> str:
         return html.escape(show(text), quote=True)
 
-    title, sections = _build(plan, journal)
+    title, sections = _build(plan, journal, _target_hider(plan, reveal, salt))
     body = [f"<h1>{esc(title)}</h1>"]
     for section in sections:
         body.append(f"<h2>{html.escape(section.title)}</h2>")
@@ -172,7 +173,27 @@ def _html_block(block: _Block, esc: Callable[[str], str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _build(plan: Plan, journal: list[dict[str, Any]] | None) -> tuple[str, list[_Section]]:
+# Plan "system" -> "module:function(target, salt) -> target" pseudonymising what a system's
+# targets hold beyond plain addresses (e.g. Cyrus userids and mailbox names).
+TARGET_PSEUDONYMISERS: dict[str, str] = {
+    "cyrus": "mqforensics.systems.cyrus.pseudonyms:target",
+}
+
+_Hider = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _target_hider(plan: Plan, reveal: bool, salt: str) -> _Hider:
+    spec = TARGET_PSEUDONYMISERS.get(plan.system)
+    if reveal or spec is None:
+        return lambda target: target
+    module, _, name = spec.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    return lambda target: function(target, salt)
+
+
+def _build(
+    plan: Plan, journal: list[dict[str, Any]] | None, hide: _Hider
+) -> tuple[str, list[_Section]]:
     sections = [
         _plan_section(plan),
         _policy_section(plan.header.get("policy") or {}),
@@ -180,10 +201,10 @@ def _build(plan: Plan, journal: list[dict[str, Any]] | None) -> tuple[str, list[
         _totals_section(plan.header.get("totals") or {}),
         _deferred_section(plan.header.get("deferred") or {}),
         _Section("Notes", list(plan.header.get("notes") or []) or ["none"]),
-        _actions_section(plan),
+        _actions_section(plan, hide),
     ]
     if journal is not None:
-        sections += _journal_sections(plan, journal)
+        sections += _journal_sections(plan, journal, hide)
     return f"mqforensics cleanup plan {plan.directory}", sections
 
 
@@ -315,9 +336,9 @@ def _deferred_section(deferred: dict[str, int]) -> _Section:
     )
 
 
-def _actions_section(plan: Plan) -> _Section:
+def _actions_section(plan: Plan, hide: _Hider) -> _Section:
     rows = [
-        (str(a.seq), a.kind, target_summary(a.target), ", ".join(a.rules), str(a.bytes))
+        (str(a.seq), a.kind, target_summary(hide(a.target)), ", ".join(a.rules), str(a.bytes))
         for a in itertools.islice(plan.actions(), FIRST_ACTIONS)
     ]
     if not rows:
@@ -339,7 +360,7 @@ def target_summary(target: dict[str, Any]) -> str:
     return text if len(text) <= _SUMMARY_LIMIT else text[: _SUMMARY_LIMIT - 1] + "…"
 
 
-def _journal_sections(plan: Plan, journal: list[dict[str, Any]]) -> list[_Section]:
+def _journal_sections(plan: Plan, journal: list[dict[str, Any]], hide: _Hider) -> list[_Section]:
     last: dict[Any, dict[str, Any]] = {}
     for record in journal:
         if record.get("event") in ("started", "done", "skipped", "failed"):
@@ -374,7 +395,7 @@ def _journal_sections(plan: Plan, journal: list[dict[str, Any]]) -> list[_Sectio
     ]
     skips = [r for r in last.values() if r["event"] == "skipped"]
     if skips:
-        sections.append(_skips_section(plan, skips))
+        sections.append(_skips_section(plan, skips, hide))
     failures = [r for r in last.values() if r["event"] == "failed"]
     if failures:
         lines: list[_Block] = [
@@ -388,14 +409,14 @@ def _journal_sections(plan: Plan, journal: list[dict[str, Any]]) -> list[_Sectio
     return sections
 
 
-def _skips_section(plan: Plan, skips: list[dict[str, Any]]) -> _Section:
+def _skips_section(plan: Plan, skips: list[dict[str, Any]], hide: _Hider) -> _Section:
     reasons = Counter(str(r.get("reason")) for r in skips)
     examples: dict[str, list[int]] = {}
     for record in skips:
         seqs = examples.setdefault(str(record.get("reason")), [])
         if len(seqs) < SKIP_EXAMPLES and isinstance(record.get("seq"), int):
             seqs.append(record["seq"])
-    targets = _targets_of({seq for seqs in examples.values() for seq in seqs}, plan)
+    targets = _targets_of({seq for seqs in examples.values() for seq in seqs}, plan, hide)
     rows = [
         (
             reason,
@@ -410,14 +431,14 @@ def _skips_section(plan: Plan, skips: list[dict[str, Any]]) -> _Section:
     )
 
 
-def _targets_of(seqs: set[int], plan: Plan) -> dict[int, str]:
+def _targets_of(seqs: set[int], plan: Plan, hide: _Hider) -> dict[int, str]:
     """Target summaries of a few actions, reading the actions file only as far as needed."""
     found: dict[int, str] = {}
     if not seqs:
         return found
     for action in plan.actions():
         if action.seq in seqs:
-            found[action.seq] = f"{action.kind} {target_summary(action.target)}"
+            found[action.seq] = f"{action.kind} {target_summary(hide(action.target))}"
             if len(found) == len(seqs):
                 break
     return found

@@ -77,3 +77,26 @@ def finding(f: Finding, admins: Sequence[str] = (), salt: str = "") -> Finding:
     elif f.check in ("cross_domain_share", "anyone_share"):
         subject = f"{checks.visible(detail['mailbox'])} {checks.visible(detail['identifier'])}"
     return dataclasses.replace(f, subject=subject, detail=detail)
+
+
+def target(value: dict[str, Any], salt: str = "") -> dict[str, Any]:
+    """A Cyrus plan target as a report shows it: identifier and mailbox pseudonymised, a RACL
+    key (``key_hex``) replaced by its pseudonymised visible form."""
+    out = dict(value)
+    if "identifier" in out:
+        out["identifier"] = identifier(out["identifier"], checks.DEFAULT_ADMINS, salt)
+    if "mailbox" in out:
+        out["mailbox"] = mailbox(out["mailbox"], salt)
+    if "key_hex" in out:
+        key = bytes.fromhex(out.pop("key_hex"))
+        info = records.classify_key(key)
+        if info.kind in ("racl", "legacy_racl") and info.user is not None:
+            modern = info.kind == "racl"
+            name = records.dbname_to_intname(info.name or "") if modern else info.name
+            ident = identifier(info.user, checks.DEFAULT_ADMINS, salt) or ""
+            key_format = (3, 6, 0) if modern else (3, 0, 0)
+            hidden = records.racl_key(key_format, bool(info.shared), ident, mailbox(name) or "")
+            out["key"] = checks.visible(hidden)
+        else:
+            out["key"] = "(pseudonymised)"
+    return out

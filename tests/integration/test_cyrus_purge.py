@@ -1,0 +1,220 @@
+"""Cyrus plans carried out by the purger against the real Cyrus 3.6: DELETEACLs for a data
+subject over IMAP, RACL key repairs through cyr_dbtool on the live database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mqforensics import cli
+from mqforensics.purge.journal import read_journal
+from mqforensics.retention.manifest import read_plan
+from mqforensics.systems.cyrus import checks
+from mqforensics.systems.cyrus.dbtool import DbTool
+from mqforensics.systems.cyrus.planner import DELETE_ACL, OWNER_RIGHTS, RACL_ADD, RACL_REMOVE
+from tests.integration import cyrus_support as support
+from tests.integration.cyrus_support import DOMAIN
+from tests.integration.james_purge_support import purge
+
+pytestmark = pytest.mark.integration
+
+US, RS = "\x1f", "\x1e"
+
+
+@pytest.fixture(scope="module")
+def scenario(cyrus):
+    return support.build(cyrus)
+
+
+def _env(cyrus: dict, password: str | None = None) -> dict[str, str]:
+    return {
+        "MQF_IMAP_USERNAME": cyrus["username"],
+        "MQF_IMAP_PASSWORD": password or cyrus["password"],
+    }
+
+
+def _plan(cyrus: dict, tmp: Path, policy_text: str, name: str) -> Path:
+    policy = tmp / f"{name}.toml"
+    policy.write_text(policy_text)
+    snapshot = support.snapshot(cyrus, tmp / f"{name}.db")
+    out = tmp / name
+    argv = ["plan", "cyrus", "--policy", str(policy), str(snapshot), "--out", str(out)]
+    assert cli.main([*argv, "--default-domain", DOMAIN]) == 0
+    return out
+
+
+def _all_acls(cyrus: dict) -> dict[tuple[str, str], str]:
+    admin = support.admin(cyrus)
+    try:
+        return {
+            (mailbox, ident): rights
+            for mailbox in admin.mailboxes()
+            for ident, rights in admin.getacl(mailbox).items()
+        }
+    finally:
+        admin.close()
+
+
+def _erase(address: str) -> str:
+    return f"""version = 1
+
+[[rules]]
+id = "erase-subject"
+kind = "erase_subject"
+legal_basis = "GDPR Art. 17 request 2026-118"
+systems = ["cyrus"]
+addresses = ["{address}"]
+"""
+
+
+REPAIR = """version = 1
+
+[[rules]]
+id = "racl-consistency"
+kind = "racl_repair"
+legal_basis = "operational integrity"
+systems = ["cyrus"]
+"""
+
+
+def test_deleteacl_plan_removes_exactly_the_planned_grants(cyrus, scenario, tmp_path):
+    t = scenario.tag
+    ben = scenario.users["ben"]
+    plan_dir = _plan(cyrus, tmp_path, _erase(ben), "erase")
+    plan = read_plan(plan_dir)
+    deleted_dot = next(
+        m for m, i in _all_acls(cyrus) if m.startswith(f"DELETED/user/ann{t}/Dot.ted/")
+    )
+    hexpart = deleted_dot.rpartition("/")[2]
+    planned = {
+        (a.target["mailbox"], a.target["identifier"], a.precondition["rights"], a.reason)
+        for a in plan.actions()
+    }
+    assert planned == {
+        (f"user.ann{t}.Archive", ben, "lr", "grant to the data subject"),
+        (f"user.ann{t}.Archive", f"-{ben}", "w", "grant to the data subject"),
+        (f"user.ann{t}.Archive.Q1", f"ben{t}", "r", "grant to the data subject"),
+        (f"DELETED.user.ann{t}.Dot^ted.{hexpart}", f"ben{t}", "lrs", "grant to the data subject"),
+        (f"shared{t}.board", ben, "lrs", "grant to the data subject"),
+        (f"user.ben{t}.Notes", scenario.users["ann"], "lrsw", "grant on a mailbox of the data subject"),
+        (f"user.ben{t}.Notes", scenario.users["eve"], "lr", "grant on a mailbox of the data subject"),
+    }  # fmt: skip
+    assert {a.kind for a in plan.actions()} == {DELETE_ACL}
+    assert {(d.target["mailbox"], d.reason) for d in plan.deferred()} == {
+        (f"user.ben{t}", OWNER_RIGHTS),
+        (f"user.ben{t}.Notes", OWNER_RIGHTS),
+    }
+    # The plan names no credential; its header says which rule and Cyrus settings were applied.
+    assert cyrus["password"] not in (plan_dir / "plan.json").read_text()
+    assert plan.header["inputs"]["default_domain"] == DOMAIN
+
+    # Drift after planning: the owner changes one planned grant's rights.
+    ann = support.login(cyrus, scenario.users["ann"])
+    support.ok(ann.setacl("Archive/Q1", f"ben{t}", "lr"))
+    ann.logout()
+    before = _all_acls(cyrus)
+
+    imap = ["--imap", f"{cyrus['host']}:{cyrus['port']}"]
+    dry = purge(plan_dir, _env(cyrus), *imap)
+    assert dry.returncode == 0, dry.stderr
+    assert _all_acls(cyrus) == before  # a dry run changes nothing
+    refused = purge(plan_dir, _env(cyrus), *imap, "--apply")
+    assert refused.returncode == 2 and "not approved" in refused.stderr
+    assert cli.main(["approve", str(plan_dir), "--by", "dpo@example.net"]) == 0
+
+    wrong = purge(plan_dir, _env(cyrus, "not-the-password"), *imap, "--apply")
+    assert wrong.returncode == 2, wrong.stderr
+    assert "not-the-password" not in wrong.stdout + wrong.stderr
+    assert "Traceback" not in wrong.stderr and _all_acls(cyrus) == before
+
+    applied = purge(plan_dir, _env(cyrus), *imap, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    after = _all_acls(cyrus)
+    admin = support.admin(cyrus)
+    removed = {
+        (admin.name_of(mailbox), ident)
+        for mailbox, ident, _, _ in planned
+        if mailbox != f"user.ann{t}.Archive.Q1"
+    }
+    admin.close()
+    kept = {k: v for k, v in before.items() if k not in removed}
+    assert after == kept  # exactly the planned grants are gone, the drifted one stays
+    assert after[(f"user/ann{t}/Archive/Q1", f"ben{t}")] == "lr"
+    journal = read_journal(plan_dir / "journal.jsonl")
+    outcomes = [r for r in journal if r.get("event") in ("done", "skipped")]
+    assert sorted(r["event"] for r in outcomes) == ["done"] * 6 + ["skipped"]
+    skipped = next(r for r in outcomes if r["event"] == "skipped")
+    assert "rights changed since the plan (r -> lr)" in skipped["reason"]
+    assert [r for r in journal if r.get("event") == "verified"][-1]["ok"] is True
+
+    again = purge(plan_dir, _env(cyrus), *imap, "--apply")  # resumes: nothing left to do
+    assert again.returncode == 0 and _all_acls(cyrus) == after
+
+    # Re-audit: Cyrus removed the RACL keys with the grants; what is left for ben is the
+    # drifted grant, which a new plan picks up.
+    db = support.read_db(support.snapshot(cyrus, tmp_path / "after.db"))
+    assert support.racl_findings(db) == []
+    rows = checks.sharing_report(db.entries, ["cyrus"], DOMAIN)
+    assert [(r["mailbox"], r["grantee"]) for r in rows if t in r["grantee"] and "ben" in r["grantee"]] == [
+        (f"user.ann{t}.Archive.Q1", f"ben{t}")
+    ]  # fmt: skip
+    assert not [r for r in rows if r["owner"] == f"ben{t}"]
+    second = read_plan(_plan(cyrus, tmp_path, _erase(ben), "erase-again"))
+    assert [(a.target["identifier"], a.precondition["rights"]) for a in second.actions()] == [
+        (f"ben{t}", "lr")
+    ]
+
+
+def _list(cyrus: dict, user: str) -> list[bytes]:
+    imap = support.login(cyrus, user)
+    try:
+        return support.ok(imap.list())
+    finally:
+        imap.logout()
+
+
+def test_racl_repair_plan_fixes_the_live_database(cyrus, scenario, tmp_path):
+    t = scenario.tag
+    tool = DbTool.for_mailboxes(Path(cyrus["config"]))
+    private = f"user{US}ann{t}{US}Private"
+    needed = f"AU{RS}eve{t}{RS}{private}".encode()
+    stale = f"AU{RS}zoe{t}{RS}{private}".encode()
+    owner = f"AU{RS}ann{t}{RS}{private}".encode()
+    listed = f'"Other Users/ann{t}/Private"'.encode()
+    assert any(listed in line for line in _list(cyrus, scenario.users["eve"]))
+    tool.delete_keys([needed])  # damage the live database as a lost write would
+    tool.set_keys([(stale, b""), (owner, b"")])
+    # The missing key hides the folder from its grantee's LIST: what racl_missing means.
+    assert not any(listed in line for line in _list(cyrus, scenario.users["eve"]))
+
+    plan_dir = _plan(cyrus, tmp_path, REPAIR, "repair")
+    plan = read_plan(plan_dir)
+    mine = [a for a in plan.actions() if t.encode() in bytes.fromhex(a.target["key_hex"])]
+    assert len(mine) == plan.action_count  # the rest of the server is consistent
+    assert sorted((a.kind, bytes.fromhex(a.target["key_hex"])) for a in mine) == sorted(
+        [(RACL_ADD, needed), (RACL_REMOVE, stale), (RACL_REMOVE, owner)]
+    )
+    assert cli.main(["approve", str(plan_dir), "--by", "postmaster"]) == 0
+    applied = purge(plan_dir, {}, "--cyrus-config", cyrus["config"], "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    verified = [r for r in read_journal(plan_dir / "journal.jsonl") if r["event"] == "verified"]
+    assert verified[-1]["ok"] is True
+    assert tool.get(needed) == b"" and tool.get(stale) is None and tool.get(owner) is None
+    assert any(listed in line for line in _list(cyrus, scenario.users["eve"]))
+    db = support.read_db(support.snapshot(cyrus, tmp_path / "repaired.db"))
+    assert support.racl_findings(db) == []
+    report = tmp_path / "report"
+    assert cli.main(["report", "plan", str(plan_dir)]) == 0
+    del report
+
+
+def test_purge_without_the_server_options_says_what_is_missing(cyrus, scenario, tmp_path):
+    plan_dir = _plan(cyrus, tmp_path, _erase(scenario.users["eve"]), "needs-imap")
+    result = purge(plan_dir, _env(cyrus))
+    assert result.returncode == 2
+    assert "--imap HOST:PORT" in result.stderr
+    result = purge(plan_dir, {"MQF_IMAP_USERNAME": ""}, "--imap", "127.0.0.1:1")
+    assert result.returncode == 2 and "MQF_IMAP_PASSWORD" in result.stderr
+    assert json.loads((plan_dir / "plan.json").read_text())["action_count"] >= 1
