@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,41 +76,58 @@ def load(path: Path) -> Database:
 def sharing_rows(
     dbs: list[Database], admins: list[str], reveal: bool, default_domain: str | None = None
 ) -> list[dict[str, Any]]:
-    rows = []
-    for db in dbs:
-        for row in checks.sharing_report(db.entries, admins, default_domain):
-            if not reveal:
-                row = {
-                    **row,
-                    "owner": pseudonyms.identifier(row["owner"], admins),
-                    "grantee": pseudonyms.identifier(row["grantee"], admins),
-                    "mailbox": pseudonyms.mailbox(row["mailbox"]),
-                }
-            rows.append({"file": db.source, **row})
-    return rows
+    """`checks.sharing_report` of each database with its ``file``, pseudonymised unless
+    `reveal`."""
+    rows = [
+        {"file": db.source, **row}
+        for db in dbs
+        for row in checks.sharing_report(db.entries, admins, default_domain)
+    ]
+    return rows if reveal else [hide_sharing_row(row, admins) for row in rows]
+
+
+def hide_sharing_row(row: dict[str, Any], admins: Sequence[str]) -> dict[str, Any]:
+    return {
+        **row,
+        "owner": pseudonyms.identifier(row["owner"], admins),
+        "grantee": pseudonyms.identifier(row["grantee"], admins),
+        "mailbox": pseudonyms.mailbox(row["mailbox"]),
+    }
+
+
+def _finding_of(row: Any) -> Finding:
+    values = row.asDict()
+    values["detail"] = json.loads(values["detail"]) if values["detail"] else {}
+    return Finding(**values)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Every input is read and checked by Spark, one task per file (`fleet`)."""
     from mqforensics.findings import to_frame
     from mqforensics.spark import session
+    from mqforensics.systems.cyrus import fleet
 
     admins = args.admin if args.admin is not None else list(checks.DEFAULT_ADMINS)
     as_of = args.as_of or dt.datetime.now(dt.UTC).replace(microsecond=0)
-    dbs = [load(path) for path in args.inputs]
-    found: list[Finding] = []
-    for db in dbs:
-        found.extend(checks.run_checks(db, args.cyrus_version, admins, as_of, args.default_domain))
-    if not args.reveal_addresses:
-        found = [pseudonyms.finding(f, admins) for f in found]
     spark = session("mqforensics-audit-cyrus")
-    rows = write_findings(to_frame(spark, found), args.out)
-    sharing = sharing_rows(dbs, admins, args.reveal_addresses, args.default_domain)
+    frame = fleet.fleet_findings(
+        spark, args.inputs, args.cyrus_version, admins, as_of, args.default_domain
+    )
+    if not args.reveal_addresses:
+        hidden = [pseudonyms.finding(_finding_of(row), admins) for row in frame.toLocalIterator()]
+        frame = to_frame(spark, hidden)
+    rows = write_findings(frame, args.out)
+    sharing = [
+        row.asDict()
+        for row in fleet.fleet_sharing(spark, args.inputs, admins, args.default_domain).collect()
+    ]
+    if not args.reveal_addresses:
+        sharing = [hide_sharing_row(row, admins) for row in sharing]
+    sharing.sort(key=lambda r: (r["file"], r["owner"] or "", r["mailbox"], r["grantee"]))
     tmp = args.out / ".sharing.json.tmp"
     tmp.write_text(json.dumps(sharing, indent=1, sort_keys=True) + "\n")
     tmp.replace(args.out / "sharing.json")
-    for db in dbs:
-        kind = "mailbox entries only, no RACL checks" if db.items is None else "records"
-        print(f"Cyrus {args.cyrus_version}: {db.source} ({kind})")
+    print(f"Cyrus {args.cyrus_version}: {len(args.inputs)} input(s), one Spark task each")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'}, findings.parquet and sharing.json")
     worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
