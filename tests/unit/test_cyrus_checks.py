@@ -267,3 +267,23 @@ def test_cli_writes_findings(tmp_path: Path) -> None:
     assert [r["subject"] for r in rows if r["check"] == "racl_missing"] == [
         "AU\\x1ebob\\x1euser\\x1falice"
     ]
+
+
+def test_undecodable_records_are_findings_not_crashes(tmp_path: Path) -> None:
+    """The evil fixture's unprefixed keys are read as ≤3.5 mailbox names whose values decode
+    as neither dlist nor text: each is an error naming its key, the rest is still checked."""
+    db = audit.load(DATA / "evil_twoskip.db")
+    found = [f for f in checks.run_checks(db) if f.check == "undecodable_record"]
+    assert sorted(f.subject for f in found) == [
+        "\\xff\\xfe",
+        "key\\x09with\\x00nul",
+        "plain",
+        "tab\\x09value",
+    ]
+    assert {f.severity for f in found} == {"error"}
+    assert next(f for f in found if f.subject == "plain").detail["key_hex"] == b"plain".hex()
+    policy = tmp_path / "p.toml"
+    policy.write_text('version = 1\n[[rules]]\nid = "r"\nkind = "racl_repair"\nlegal_basis = "x"\n')
+    argv = ["plan", "cyrus", "--policy", str(policy), str(DATA / "evil_twoskip.db")]
+    assert cli.main([*argv, "--out", str(tmp_path / "plan")]) == 2
+    assert not (tmp_path / "plan").exists()

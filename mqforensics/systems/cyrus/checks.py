@@ -62,9 +62,18 @@ class Database:
 
     @property
     def entries(self) -> list[MailboxEntry]:
+        """The mailbox records that decode (see `undecodable` for the others)."""
         if self.given_entries is not None:
             return list(self.given_entries)
-        return records.mailbox_entries(self.items or ())
+        return records.mailbox_entries(self.items or (), [])
+
+    @property
+    def undecodable(self) -> list[tuple[bytes, str]]:
+        """(key, why) of every mailbox record whose value does not decode."""
+        found: list[tuple[bytes, str]] = []
+        if self.given_entries is None:
+            records.mailbox_entries(self.items or (), found)
+        return found
 
 
 def _finding(
@@ -187,10 +196,19 @@ def racl_unexpected(
     expected = records.expected_racls(entries, version, admins)
     marker = _marker_present(db.items, version)
     out = []
+    # A key of a mailbox whose record does not decode cannot be judged (`undecodable_record`).
+    unjudged = set()
+    for bad, _ in db.undecodable:
+        bad_info = records.classify_key(bad)
+        if bad_info.name is not None:
+            modern = bad_info.kind == "mailbox"
+            unjudged.add(records.dbname_to_intname(bad_info.name) if modern else bad_info.name)
     for key, info in _racl_keys(db.items).items():
         if key in expected:
             continue
-        user, intname = _split(key, info, set(by_name))
+        user, intname = _split(key, info, set(by_name) | unjudged)
+        if intname in unjudged:
+            continue
         check, reason, facts = _unexpected_reason(
             user, intname, info.shared, by_name, version, admins
         )
@@ -452,6 +470,22 @@ def integrity(db: Database, as_of: Any = None) -> list[Finding]:
     ]
 
 
+def undecodable_record(db: Database, as_of: Any = None) -> list[Finding]:
+    """Error per mailbox record (an ``N`` key, or any unprefixed key read as a ≤3.5 intname)
+    whose value is neither dlist nor ≤2.4 text: the checks cannot see its ACL."""
+    return [
+        _finding(
+            "undecodable_record",
+            "error",
+            "file",
+            visible(key),
+            {"file": db.source, "key_hex": key.hex(), "problem": why},
+            as_of,
+        )
+        for key, why in db.undecodable
+    ]
+
+
 # --- all ---------------------------------------------------------------------------------------
 
 
@@ -466,6 +500,7 @@ def run_checks(
     ``imapd.conf`` (None: every identifier is taken as written)."""
     return [
         *integrity(db, as_of),
+        *undecodable_record(db, as_of),
         *racl_marker(db, version, as_of),
         *racl_missing(db, version, admins, as_of),
         *racl_unexpected(db, version, admins, as_of),

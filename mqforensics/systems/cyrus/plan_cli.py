@@ -64,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
             f"{first.offset:#x} ({first.detail}): run `mqforensics audit cyrus` and plan from a "
             "whole copy"
         )
+    if db.undecodable:
+        raise InputError(
+            f"{db.source}: {len(db.undecodable)} mailbox record(s) do not decode (first key "
+            f"{checks.visible(db.undecodable[0][0])}): their ACLs are unknown, so no plan is made"
+        )
     admins = args.admin if args.admin is not None else list(checks.DEFAULT_ADMINS)
     plan = plan_cleanup(
         db,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mqforensics.findings import Finding
-from mqforensics.privacy import pseudonymize_address
+from mqforensics.privacy import pseudonymize_address, pseudonymize_text
 from mqforensics.systems.cyrus import checks, records
 
 
@@ -74,6 +74,10 @@ def finding(f: Finding, admins: Sequence[str] = (), salt: str = "") -> Finding:
         subject = _racl_subject(f.subject, detail) or f"(pseudonymised {f.check} key)"
     elif f.check in ("dangling_acl_identifier", "noncanonical_acl_identifier"):
         subject = identifier(f.subject, admins, salt) or f.subject
+    elif f.check == "undecodable_record":
+        detail.pop("key_hex", None)
+        subject = pseudonymize_text(mailbox(f.subject, salt) or "", salt)
+        detail["problem"] = pseudonymize_text(str(detail.get("problem", "")), salt)
     elif f.check in ("cross_domain_share", "anyone_share"):
         subject = f"{checks.visible(detail['mailbox'])} {checks.visible(detail['identifier'])}"
     return dataclasses.replace(f, subject=subject, detail=detail)

@@ -241,15 +241,25 @@ def split_legacy_racl(key: bytes, intnames: Iterable[str]) -> list[tuple[str, st
     ]
 
 
-def mailbox_entries(items: Iterable[tuple[bytes, bytes]]) -> list[MailboxEntry]:
-    """Decode every mailbox record (3.6+ ``N`` keys, ≤3.5 intname keys) of a key/value stream."""
+def mailbox_entries(
+    items: Iterable[tuple[bytes, bytes]], undecodable: list[tuple[bytes, str]] | None = None
+) -> list[MailboxEntry]:
+    """Decode every mailbox record (3.6+ ``N`` keys, ≤3.5 intname keys) of a key/value stream.
+
+    A record whose value is neither dlist nor ≤2.4 text is left out and, when `undecodable` is
+    given, listed there as (key, why): one bad record must not hide every other."""
     out: list[MailboxEntry] = []
     for key, value in items:
         info = classify_key(key)
-        if info.kind == "mailbox" and info.name is not None:
-            out.append(decode_value(dbname_to_intname(info.name), value))
-        elif info.kind == "legacy_mailbox" and info.name is not None:
-            out.append(decode_value(info.name, value))
+        if info.kind not in ("mailbox", "legacy_mailbox") or info.name is None:
+            continue
+        name = dbname_to_intname(info.name) if info.kind == "mailbox" else info.name
+        try:
+            out.append(decode_value(name, value))
+        except InputError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((key, exc.message))
     return out
 
 
