@@ -168,7 +168,10 @@ def test_dumps_by_cyrus_tools_read_the_same(cyrus, live_copy, db, tmp_path):
     by_file: dict[str, set] = {}
     for row in rows:
         by_file.setdefault(row["detail"]["file"], set()).add((row["check"], row["subject"]))
-    assert by_file[str(live_copy)] == by_file[str(dump)]
+    # Only the file itself holds history (superseded records before the next repack).
+    history = {("unreclaimed_history", str(live_copy))}
+    assert history <= by_file[str(live_copy)]
+    assert by_file[str(live_copy)] - history == by_file[str(dump)]
 
 
 def test_planted_inconsistencies_are_found_exactly(cyrus, live_copy, scenario):

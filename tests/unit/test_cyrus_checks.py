@@ -287,3 +287,26 @@ def test_undecodable_records_are_findings_not_crashes(tmp_path: Path) -> None:
     argv = ["plan", "cyrus", "--policy", str(policy), str(DATA / "evil_twoskip.db")]
     assert cli.main([*argv, "--out", str(tmp_path / "plan")]) == 2
     assert not (tmp_path / "plan").exists()
+
+
+def test_unreclaimed_history_counts_what_a_repack_would_drop() -> None:
+    """The fixture's history: bob lost two RACL keys (DELETEs), superseded records remain."""
+    parsed = twoskip.read(DB, history=True)
+    found = checks.unreclaimed_history(Database.from_file(parsed, "m"))
+    assert [(f.check, f.severity, f.subject) for f in found] == [
+        ("unreclaimed_history", "info", "m")
+    ]
+    detail = found[0].detail
+    gone = {b"AU\x1ebob\x1euser\x1falice\x1fShared", b"AU\x1ebob\x1euser\x1falice\x1fDot.ted"}
+    assert {r.key for r in parsed.history if r.type == "DELETE"} == gone
+    assert (detail["delete_records"], detail["keys_gone"], detail["racl_keys_gone"]) == (2, 2, 2)
+    records_by_key: dict[bytes, int] = {}
+    for r in parsed.history:
+        if r.type == "RECORD":
+            records_by_key[r.key] = records_by_key.get(r.key, 0) + 1
+    # every version but the live one of each key, and every version of a deleted key
+    expected = sum(n - 1 for n in records_by_key.values()) + len(gone)
+    assert detail["superseded_records"] == expected == 6
+    assert found[0].bytes == detail["bytes"] > 0
+    # Without history (a dump, or a read without it) there is nothing to say.
+    assert checks.unreclaimed_history(Database.from_file(twoskip.read(DB), "m")) == []

@@ -56,7 +56,7 @@ def load(path: Path) -> Database:
     data = path.read_bytes()
     label = str(path)
     if data.startswith(twoskip.MAGIC):
-        return Database.from_file(twoskip.read(data, name=label))
+        return Database.from_file(twoskip.read(data, name=label, history=True))
     if data.startswith(twoskip.SKIPLIST_MAGIC):
         return Database.from_file(skiplist.read(data, name=label))
     name = path.name.lower()

@@ -18,7 +18,7 @@ from mqforensics.findings import Finding
 from mqforensics.systems.cyrus import records
 from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.records import MailboxEntry
-from mqforensics.systems.cyrus.twoskip import TwoskipFile
+from mqforensics.systems.cyrus.twoskip import Record, TwoskipFile
 
 SYSTEM = "cyrus"
 DEFAULT_VERSION = "3.6"
@@ -54,11 +54,17 @@ class Database:
     items: Sequence[tuple[bytes, bytes]] | None
     problems: Sequence[Problem] = ()
     given_entries: Sequence[MailboxEntry] | None = field(default=None, compare=False)
+    history: Sequence[Record] = field(default=(), compare=False)
 
     @classmethod
     def from_file(cls, parsed: TwoskipFile, source: str | None = None) -> Database:
-        """A twoskip or skiplist read result."""
-        return cls(source or parsed.source, parsed.items(), tuple(parsed.problems))
+        """A twoskip or skiplist read result (with its history when it was read with one)."""
+        return cls(
+            source or parsed.source,
+            parsed.items(),
+            tuple(parsed.problems),
+            history=tuple(parsed.history),
+        )
 
     @property
     def entries(self) -> list[MailboxEntry]:
@@ -486,6 +492,44 @@ def undecodable_record(db: Database, as_of: Any = None) -> list[Finding]:
     ]
 
 
+def unreclaimed_history(db: Database, as_of: Any = None) -> list[Finding]:
+    """Info per twoskip file still holding superseded or deleted records (before Cyrus's next
+    checkpoint repacks it, reference §8.7): old ACL values and removed RACL keys that anyone
+    with the file can read back, e.g. grants an erasure removed."""
+    if not db.history:
+        return []
+    live = dict(db.items or ())
+    last: dict[bytes, Record] = {}
+    superseded: list[Record] = []
+    deletes = [r for r in db.history if r.type == "DELETE" and r.committed]
+    for record in db.history:
+        if record.type != "RECORD" or not record.committed:
+            continue
+        if record.key in last:
+            superseded.append(last[record.key])
+        last[record.key] = record
+    superseded += [r for k, r in last.items() if k not in live]
+    if not superseded and not deletes:
+        return []
+    gone = {r.key for r in superseded if r.key not in live}
+    size = sum(r.length for r in (*superseded, *deletes))
+    kinds = [records.classify_key(k).kind for k in gone]
+    detail = {
+        "file": db.source,
+        "superseded_records": len(superseded),
+        "delete_records": len(deletes),
+        "bytes": size,
+        "keys_gone": len(gone),
+        "racl_keys_gone": sum(kind in ("racl", "legacy_racl") for kind in kinds),
+        "mailbox_versions": sum(
+            records.classify_key(r.key).kind in ("mailbox", "legacy_mailbox") for r in superseded
+        ),
+    }
+    return [
+        Finding("unreclaimed_history", "info", SYSTEM, None, "file", db.source, as_of, size, detail)
+    ]
+
+
 # --- all ---------------------------------------------------------------------------------------
 
 
@@ -501,6 +545,7 @@ def run_checks(
     return [
         *integrity(db, as_of),
         *undecodable_record(db, as_of),
+        *unreclaimed_history(db, as_of),
         *racl_marker(db, version, as_of),
         *racl_missing(db, version, admins, as_of),
         *racl_unexpected(db, version, admins, as_of),

@@ -165,6 +165,12 @@ def _erasure(
                 else (GRANT_ON_SUBJECTS_MAILBOX)
             )
             actions.append(Action(DELETE_ACL, target, {"rights": rights}, rule_ids, 0, 0, why))
+    if actions:
+        notes.append(
+            "after the DELETEACLs, mailboxes.db keeps the old ACL values until Cyrus's next "
+            "checkpoint repacks it: audit it again (unreclaimed_history) and run a checkpoint "
+            "(ctl_cyrusdb -c) before declaring the erasure done"
+        )
     if bare_ids:
         notes.append(
             f"{bare_ids} ACL entries name a userid without a domain: they were matched only "
