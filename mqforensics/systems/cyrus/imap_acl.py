@@ -145,12 +145,14 @@ class ImapAdmin:
 
     def getacl(self, mailbox: str) -> dict[str, str]:
         """Identifier → rights of `mailbox` (an admin-visible name); `NoSuchMailbox` if absent."""
-        for line in self._command("GETACL", quote(mailbox), response="ACL"):
+        lines = self._command("GETACL", quote(mailbox), response="ACL")
+        for line in lines:
             fields = tokens(line)
             if fields and fields[0] == mailbox:
                 pairs = fields[1:]
                 return dict(zip(pairs[::2], pairs[1::2], strict=False))
-        return {}
+        # Never read "no answer" as "no grant": that would pass a DELETEACL as already done.
+        raise imaplib.IMAP4.error(f"GETACL {mailbox}: no ACL response for that name ({lines!r})")
 
     def deleteacl(self, mailbox: str, identifier: str) -> None:
         self._command("DELETEACL", quote(mailbox), quote(identifier))
