@@ -25,10 +25,8 @@ from mqforensics.systems.cyrus.checks import Database
 from mqforensics.systems.james.audit import parse_instant, summarise, write_findings
 
 
-def add_parser(systems: argparse._SubParsersAction) -> None:
-    parser = systems.add_parser("cyrus", help="Cyrus IMAP mailboxes.db (file or dump)")
-    parser.add_argument("inputs", nargs="+", type=Path, metavar="DB_OR_DUMP")
-    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--version``, ``--admin``, ``--default-domain``: the server settings the checks need."""
     parser.add_argument(
         "--version", dest="cyrus_version", default=checks.DEFAULT_VERSION,
         help="Cyrus version whose RACL rule applies (default 3.6)",
@@ -41,6 +39,13 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
         "--default-domain", metavar="DOMAIN",
         help="`defaultdomain:` of imapd.conf: bob@DOMAIN is the user bob (user.bob)",
     )  # fmt: skip
+
+
+def add_parser(systems: argparse._SubParsersAction) -> None:
+    parser = systems.add_parser("cyrus", help="Cyrus IMAP mailboxes.db (file or dump)")
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="DB_OR_DUMP")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
+    add_server_arguments(parser)
     parser.add_argument("--as-of", type=parse_instant, help="observed_at of the findings")
     parser.add_argument(
         "--reveal-addresses", action="store_true",

@@ -10,7 +10,7 @@ in docs/cyrus.md, "Checks".
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,6 +318,43 @@ def _domain(name: str) -> str:
     return domain if sep else ""
 
 
+def _grants_by_identifier(
+    db: Database, wanted: Callable[[MailboxEntry, records.AclRow], bool]
+) -> dict[str, list[dict[str, Any]]]:
+    """Identifier (no ``-``) → its `wanted` grants on live mailboxes, in database order."""
+    grants: dict[str, list[dict[str, Any]]] = {}
+    for entry in db.entries:
+        if entry.deleted or entry.intermediate:
+            continue
+        for row in entry.acl_rows():
+            if wanted(entry, row):
+                grants.setdefault(row.identifier, []).append(
+                    {"mailbox": entry.name, "rights": row.rights, "negative": row.negative}
+                )
+    return grants
+
+
+def _identifier_findings(
+    check: str,
+    db: Database,
+    grants: dict[str, list[dict[str, Any]]],
+    facts: Callable[[str], dict[str, Any]],
+    as_of: Any,
+) -> list[Finding]:
+    """One warning per identifier, with its grants and the check's `facts` about it."""
+    return [
+        _finding(
+            check,
+            "warning",
+            "user",
+            visible(ident),
+            {"file": db.source, **facts(ident), "grants": found},
+            as_of,
+        )
+        for ident, found in sorted(grants.items())
+    ]
+
+
 def dangling_acl_identifier(
     db: Database,
     admins: Sequence[str] = DEFAULT_ADMINS,
@@ -325,39 +362,22 @@ def dangling_acl_identifier(
     default_domain: str | None = None,
 ) -> list[Finding]:
     """Warning per user identifier granted rights (on a live mailbox) whose INBOX is not in the
-    database: a deleted or renamed user, or a typo. Skips anyone, anonymous, groups, admins.
+    database: a deleted or renamed user, or a typo. Skips anyone, anonymous, groups, admins and
+    the owner's own rights (e.g. on a deleted user's ``DELETED.*`` mailbox).
     ``bob@<default_domain>`` has the INBOX ``user.bob``."""
-    entries = db.entries
-    live = {e.name for e in entries if not e.deleted}
-    grants: dict[str, list[dict[str, Any]]] = {}
-    for entry in entries:
-        if entry.deleted:
-            continue
-        owner = records.owner_of(entry.name)
-        for row in entry.acl_rows():
-            ident = row.identifier
-            user = canonical_user(ident, default_domain)
-            if user == owner:  # the owner's own rights, e.g. on a deleted user's DELETED.* box
-                continue
-            if _personal(ident, admins) and inbox_of(user) not in live:
-                grants.setdefault(ident, []).append(
-                    {"mailbox": entry.name, "rights": row.rights, "negative": row.negative}
-                )
-    return [
-        _finding(
-            "dangling_acl_identifier",
-            "warning",
-            "user",
-            visible(ident),
-            {
-                "file": db.source,
-                "inbox": inbox_of(canonical_user(ident, default_domain)),
-                "grants": found,
-            },
-            as_of,
-        )
-        for ident, found in sorted(grants.items())
-    ]
+    live = {e.name for e in db.entries if not e.deleted}
+
+    def inbox(ident: str) -> str:
+        return inbox_of(canonical_user(ident, default_domain))
+
+    def wanted(entry: MailboxEntry, row: records.AclRow) -> bool:
+        own = canonical_user(row.identifier, default_domain) == records.owner_of(entry.name)
+        return not own and _personal(row.identifier, admins) and inbox(row.identifier) not in live
+
+    grants = _grants_by_identifier(db, wanted)
+    return _identifier_findings(
+        "dangling_acl_identifier", db, grants, lambda ident: {"inbox": inbox(ident)}, as_of
+    )
 
 
 def noncanonical_acl_identifier(
@@ -375,31 +395,19 @@ def noncanonical_acl_identifier(
     """
     if not default_domain:
         return []
-    grants: dict[str, list[dict[str, Any]]] = {}
-    for entry in db.entries:
-        if entry.deleted or entry.intermediate:
-            continue
-        for row in entry.acl_rows():
-            ident = row.identifier
-            if _personal(ident, admins) and canonical_user(ident, default_domain) != ident:
-                grants.setdefault(ident, []).append(
-                    {"mailbox": entry.name, "rights": row.rights, "negative": row.negative}
-                )
-    return [
-        _finding(
-            "noncanonical_acl_identifier",
-            "warning",
-            "user",
-            visible(ident),
-            {
-                "file": db.source,
-                "canonical": canonical_user(ident, default_domain),
-                "grants": found,
-            },
-            as_of,
-        )
-        for ident, found in sorted(grants.items())
-    ]
+
+    def canonical(ident: str) -> str:
+        return canonical_user(ident, default_domain)
+
+    grants = _grants_by_identifier(
+        db,
+        lambda _, row: (
+            _personal(row.identifier, admins) and canonical(row.identifier) != row.identifier
+        ),
+    )
+    return _identifier_findings(
+        "noncanonical_acl_identifier", db, grants, lambda i: {"canonical": canonical(i)}, as_of
+    )
 
 
 def cross_domain_share(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.systems.cyrus import checks
+from mqforensics.systems.cyrus.audit import add_server_arguments
 from mqforensics.systems.james.audit import parse_instant
 
 
@@ -27,18 +28,7 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", type=Path, required=True, metavar="PLAN_DIR", help="the plan directory to create"
     )
-    parser.add_argument(
-        "--version", dest="cyrus_version", default=checks.DEFAULT_VERSION,
-        help="Cyrus version whose RACL rule applies (default 3.6)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--admin", action="append", default=None,
-        help="an `admins:` userid (repeat; default cyrus)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--default-domain", metavar="DOMAIN",
-        help="`defaultdomain:` of imapd.conf: bare userids are users of DOMAIN",
-    )  # fmt: skip
+    add_server_arguments(parser)
     parser.add_argument("--as-of", type=parse_instant, help="the plan's as-of time (default now)")
     parser.set_defaults(run=run)
 
