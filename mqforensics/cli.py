@@ -16,6 +16,7 @@ from mqforensics.systems.cyrus import plan_cli as cyrus_plan
 from mqforensics.systems.james import audit as james_audit
 from mqforensics.systems.james import plan_cli as james_plan
 from mqforensics.systems.james import validate as james_validate
+from mqforensics.systems.logqueue import plan_cli as logqueue_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan_systems = plan.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_plan.add_parser(plan_systems)
     cyrus_plan.add_parser(plan_systems)
+    logqueue_plan.add_parser(plan_systems)
     services_cli.add_parser(commands)
     retention_cli.add_report_parser(commands)
     retention_cli.add_approve_parser(commands)

@@ -51,6 +51,7 @@ MAX_PRINTED_PROBLEMS = 20
 FACTORIES: dict[str, str] = {
     "james": "mqforensics.systems.james.purge_executor:build_executors",
     "cyrus": "mqforensics.systems.cyrus.purge_executor:build_executors",
+    "logqueue": "mqforensics.systems.logqueue.reclaim:build_executors",
 }
 
 

@@ -23,7 +23,13 @@ from mqforensics.errors import ConfigError, InputError
 from mqforensics.privacy import pseudonymize_text
 from mqforensics.systems.james.audit import parse_duration
 
-RULE_KINDS = ("consumed_mail", "erase_subject", "orphaned_blobs", "racl_repair")
+RULE_KINDS = (
+    "consumed_mail",
+    "erase_subject",
+    "orphaned_blobs",
+    "racl_repair",
+    "garbage_segments",
+)
 
 DEFAULT_TOMBSTONE_BUDGET = 100
 
@@ -36,6 +42,7 @@ _KIND_KEYS = {
     "erase_subject": ("addresses", "address_sha256"),
     "orphaned_blobs": ("older_than", "references_complete"),
     "racl_repair": (),
+    "garbage_segments": (),
 }
 _NEEDS_OLDER_THAN = ("consumed_mail", "orphaned_blobs")
 _ID = re.compile(r"[A-Za-z0-9._-]+")

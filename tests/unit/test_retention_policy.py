@@ -214,7 +214,13 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
     assert policy.rules_of("consumed_mail", "postfix") == [c, d]
     assert policy.rules_of("erase_subject", "james") == [b]
     assert policy.rules_of("orphaned_blobs", "james") == []
-    assert RULE_KINDS == ("consumed_mail", "erase_subject", "orphaned_blobs", "racl_repair")
+    assert RULE_KINDS == (
+        "consumed_mail",
+        "erase_subject",
+        "orphaned_blobs",
+        "racl_repair",
+        "garbage_segments",
+    )
 
 
 CONSUMED = 'id = "x"\nkind = "consumed_mail"\nlegal_basis = "basis"\nolder_than = "30d"\n'
