@@ -16,6 +16,7 @@ from mqforensics.systems.cyrus import plan_cli as cyrus_plan
 from mqforensics.systems.james import audit as james_audit
 from mqforensics.systems.james import plan_cli as james_plan
 from mqforensics.systems.james import validate as james_validate
+from mqforensics.systems.logqueue import audit as logqueue_audit
 from mqforensics.systems.logqueue import plan_cli as logqueue_plan
 
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     systems = audit.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_audit.add_parser(systems)
     cyrus_audit.add_parser(systems)
+    logqueue_audit.add_parser(systems)
     validate = commands.add_parser("validate", help="run the expectation suites on a store")
     validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_validate.add_parser(validate_systems)

@@ -1,0 +1,350 @@
+"""Checks of log-structured queue directories: pure functions from `state.LogQueueState` frames
+to findings (`findings.SCHEMA`, system ``logqueue``, ``queue`` = the directory).
+
+Positions are written ``<file>@<offset>`` (decimal), e.g. ``seg-00000003.lq@1042``. Mail
+addresses (only `duplicate_delivery` shows any) are pseudonymised unless
+``AuditOptions.reveal_addresses`` (`privacy.pseudonymize_address`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from mqforensics.findings import union_all
+from mqforensics.privacy import pseudonymize_address
+from mqforensics.systems.logqueue import layout
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from mqforensics.systems.logqueue.state import LogQueueState
+
+SYSTEM = "logqueue"
+DEFAULT_RETRY_HORIZON = dt.timedelta(days=5)
+DEFAULT_RESTART_LAG_BYTES = 64 * 1024 * 1024
+# Reader problem kinds with a check of their own; every other kind is `corrupt_segment`.
+TORN_TAIL, CRC_MISMATCH, MISSING_SEGMENT = "torn_tail", "crc_mismatch", "missing_segment"
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def _utc(instant: dt.datetime) -> dt.datetime:
+    """`instant` in UTC; a naive one is taken as UTC."""
+    return instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant.astimezone(dt.UTC)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """What the checks judge against: `as_of` is every finding's ``observed_at``."""
+
+    as_of: dt.datetime = field(default_factory=_now)
+    retry_horizon: dt.timedelta = DEFAULT_RETRY_HORIZON
+    restart_lag_bytes: int = DEFAULT_RESTART_LAG_BYTES
+    reveal_addresses: bool = False
+    salt: str = ""
+
+
+def _finding(
+    frame: DataFrame,
+    check: str,
+    severity: str,
+    scope: str,
+    subject: Column,
+    options: AuditOptions,
+    detail: Column,
+    size: Column | None = None,
+) -> DataFrame:
+    return frame.select(
+        F.lit(check).alias("check"),
+        F.lit(severity).alias("severity"),
+        F.lit(SYSTEM).alias("system"),
+        F.col("queue").cast("string").alias("queue"),
+        F.lit(scope).alias("scope"),
+        subject.cast("string").alias("subject"),
+        F.lit(_utc(options.as_of)).cast("timestamp").alias("observed_at"),
+        (size if size is not None else F.lit(None)).cast("long").alias("bytes"),
+        F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
+    )
+
+
+def _at(file: Column, offset: Column) -> Column:
+    """``<file>@<offset>``."""
+    return F.concat(file, F.lit("@"), offset.cast("string"))
+
+
+def _position(segment: str, offset: str) -> Column:
+    """``seg-<n>.lq@<offset>`` of a segment/offset column pair (null when either is)."""
+    seg, off = F.col(segment), F.col(offset)
+    text = F.format_string("seg-%08d.lq@%d", seg, off)
+    return F.when(seg.isNull() | off.isNull(), F.lit(None).cast("string")).otherwise(text)
+
+
+# --- damage --------------------------------------------------------------------------------------
+
+
+def damage(state: LogQueueState) -> DataFrame:
+    """Every damaged place (queue, file, kind, offset, size, detail): the segment reader's
+    problems, those of ``restart.lq``, and each range of working-suffix segments without a file
+    (kind ``missing_segment``, at offset 0 of the first one)."""
+    restart = state.queues.select("queue", F.explode("restart_problems").alias("p")).select(
+        "queue",
+        F.lit(layout.RESTART_FILE).alias("file"),
+        "p.kind",
+        "p.offset",
+        "p.size",
+        "p.detail",
+    )
+    gap = state.queues.select("queue", F.explode("missing_segments").alias("m"))
+    first, last = F.col("m.first"), F.col("m.last")
+    missing = gap.select(
+        "queue",
+        F.format_string("seg-%08d.lq", first).alias("file"),
+        F.lit(MISSING_SEGMENT).alias("kind"),
+        F.lit(0).cast("long").alias("offset"),
+        F.lit(0).cast("long").alias("size"),
+        F.when(
+            first == last, F.format_string("segment %d of the working suffix has no file", first)
+        )
+        .otherwise(
+            F.format_string("segments %d to %d of the working suffix have no file", first, last)
+        )
+        .alias("detail"),
+    )
+    columns = ("queue", "file", "kind", "offset", "size", "detail")
+    return state.problems.select(*columns).unionByName(restart).unionByName(missing)
+
+
+def _damage_findings(
+    state: LogQueueState, options: AuditOptions, check: str, severity: str, kinds: Column
+) -> DataFrame:
+    rows = damage(state).where(kinds)
+    detail = F.struct("kind", "offset", "size", "detail")
+    subject = _at(F.col("file"), F.col("offset"))
+    return _finding(rows, check, severity, "segment", subject, options, detail, F.col("size"))
+
+
+def torn_tail(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A record cut off by the end of its file: the queue crashed during its last write. The
+    restart procedure drops it (the write was never acknowledged), but if the file is not the
+    newest segment, records were appended after a crash without truncating it first. ``bytes``:
+    the bytes present from the record's start."""
+    return _damage_findings(state, options, "torn_tail", "warning", F.col("kind") == TORN_TAIL)
+
+
+def crc_mismatch(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A whole record whose CRC does not match: its bytes changed after they were written (disk,
+    copy, or a writer bug). The restart procedure skips it, so its effect (an envelope, a
+    START, an outcome, a FINISH) is lost: a message may be delivered again or never."""
+    return _damage_findings(state, options, "crc_mismatch", "error", F.col("kind") == CRC_MISMATCH)
+
+
+def corrupt_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """Any other damage: a bad segment header, bytes where no record decodes (``unreadable``), a
+    payload that does not decode (``bad_payload``), a damaged ``restart.lq`` (``bad_restart``:
+    the restart procedure cannot trust its saved positions) or a segment of the working suffix
+    that has no file (``missing_segment``): records the restart procedure needs are gone."""
+    other = ~F.col("kind").isin(TORN_TAIL, CRC_MISMATCH)
+    return _damage_findings(state, options, "corrupt_segment", "critical", other)
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+
+def _orphans(
+    state: LogQueueState, options: AuditOptions, check: str, severity: str, which: Column
+) -> DataFrame:
+    rows = state.orphans.where(which)
+    no_ref = (F.col("ref_segment") == 0) & (F.col("ref_offset") == 0)
+    detail = F.struct(
+        F.col("type_name").alias("type"),
+        "message_id",
+        F.when(no_ref, F.lit(None).cast("string"))
+        .otherwise(_position("ref_segment", "ref_offset"))
+        .alias("ref"),
+        "reason",
+    )
+    subject = _at(F.col("file"), F.col("offset"))
+    return _finding(rows, check, severity, "record", subject, options, detail, F.col("size"))
+
+
+def orphan_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A DELIVERY record (from the saved suffix on) whose START is not the message's live one:
+    recipients were handed to a server by an attempt the queue does not know was running (a
+    lost START or envelope, or a runner working from a stale copy), so the queue may deliver
+    them again. ``bytes``: the record's size."""
+    return _orphans(state, options, "orphan_delivery", "error", F.col("type_name") == "DELIVERY")
+
+
+def orphan_record(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """Any other record replay cannot attach: a START of an envelope that is not live, a FINISH
+    without its live START, an envelope of a finished message, or a record of a message with no
+    envelope from the suffix on (its envelope was lost, or the saved suffix is past it)."""
+    return _orphans(state, options, "orphan_record", "warning", F.col("type_name") != "DELIVERY")
+
+
+def _address(options: AuditOptions) -> Callable[[Column], Column]:
+    """A column's mail address as shown: itself, or pseudonymised (a Python UDF)."""
+    if options.reveal_addresses:
+        return lambda column: column
+    salt = options.salt
+    # No type hints: Spark would try to read a pandas/arrow UDF kind from them.
+    return F.udf(lambda a: None if a is None else pseudonymize_address(a, salt), "string")
+
+
+def duplicate_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A recipient with two or more DELIVERED outcomes for one message: the recipient got the
+    message twice (a retry that did not know of the first delivery). Subject
+    ``<message_id> <recipient>``; ``detail.positions`` lists the DELIVERY records."""
+    rows = state.messages.select(
+        "queue", "message_id", "state", F.explode("duplicate_deliveries").alias("d")
+    ).withColumn("recipient", _address(options)(F.col("d.recipient")))
+    detail = F.struct(
+        "message_id",
+        "recipient",
+        F.size("d.positions").alias("deliveries"),
+        F.col("d.positions").alias("positions"),
+        "state",
+    )
+    subject = F.concat_ws(" ", "message_id", "recipient")
+    return _finding(rows, "duplicate_delivery", "error", "message", subject, options, detail)
+
+
+def stuck_message(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A message not finished whose first envelope was written more than ``retry_horizon``
+    before ``as_of``: a queue gives up (bounces) after its retry horizon, so the message is
+    forgotten by its runners or the queue's expiry does not work. ``bytes``: its spool file."""
+    cutoff_us = (_utc(options.as_of) - options.retry_horizon - _EPOCH) // _MICROSECOND
+    rows = state.messages.where(
+        (F.col("state") != "finished") & (F.col("first_enqueued_us") < F.lit(cutoff_us))
+    )
+    first = F.date_format(F.timestamp_micros("first_enqueued_us"), "yyyy-MM-dd'T'HH:mm:ss'Z'")
+    detail = F.struct(
+        "state",
+        "attempts",
+        first.alias("first_enqueued"),
+        F.size("recipients_remaining").alias("recipients_remaining"),
+        "spool",
+        "runner",
+    )
+    return _finding(
+        rows, "stuck_message", "warning", "message", F.col("message_id"), options, detail,
+        F.col("spool_bytes"),
+    )  # fmt: skip
+
+
+def unreclaimed_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A segment file whose every record is garbage (its number is below the garbage end's
+    segment) but which is still on disk: storage, and finished messages' addresses kept after
+    they left the queue. ``detail.below_saved_suffix``: the saved restart positions no longer
+    cover it (it can go now); else the queue must save newer positions first."""
+    rows = state.queues.select(
+        "queue",
+        "saved_suffix_segment",
+        "saved_suffix_offset",
+        "garbage_end_segment",
+        "garbage_end_offset",
+        F.explode("segments").alias("s"),
+    ).where(F.col("s.segment") < F.col("garbage_end_segment"))
+    detail = F.struct(
+        F.col("s.segment").alias("segment"),
+        _position("garbage_end_segment", "garbage_end_offset").alias("garbage_end"),
+        _position("saved_suffix_segment", "saved_suffix_offset").alias("saved_suffix"),
+        (F.col("s.segment") < F.col("saved_suffix_segment")).alias("below_saved_suffix"),
+    )
+    return _finding(
+        rows, "unreclaimed_segment", "warning", "segment", F.col("s.file"), options, detail,
+        F.col("s.size"),
+    )  # fmt: skip
+
+
+def restart_lag(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """The saved restart suffix is more than ``restart_lag_bytes`` of segment bytes behind the
+    true garbage end: a crash now makes the restart rescan all of it, and none of those
+    segments can be reclaimed until the queue saves newer positions. ``bytes``: the lag."""
+    rows = state.queues.where(F.col("bytes_behind") > F.lit(options.restart_lag_bytes))
+    detail = F.struct(
+        _position("saved_suffix_segment", "saved_suffix_offset").alias("saved"),
+        _position("garbage_end_segment", "garbage_end_offset").alias("actual"),
+        "bytes_behind",
+    )
+    subject = F.lit(layout.RESTART_FILE)
+    return _finding(
+        rows, "restart_lag", "warning", "queue", subject, options, detail,
+        F.col("bytes_behind"),
+    )  # fmt: skip
+
+
+def lost_envelope(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """Spool and envelopes disagree. ``spool_without_envelope``: a spool file no live message
+    refers to (its message finished, or is unknown from the suffix on): content, often with
+    addresses, kept forever, or a message whose envelope was lost and will never be delivered.
+    Subject ``spool/<name>``, ``bytes`` its size. ``envelope_without_spool``: a message not
+    finished whose spool file is missing: it cannot be delivered. Subject the message id."""
+    messages = state.messages
+    live = messages.where(F.col("state") != "finished")
+    known = (
+        messages.where(F.col("state") == "finished")
+        .groupBy("queue", F.col("spool").alias("name"))
+        .agg(F.min("message_id").alias("message_id"))
+    )
+    orphaned = (
+        state.spool.join(
+            live.select("queue", F.col("spool").alias("name")), ["queue", "name"], "left_anti"
+        )
+        .join(known, ["queue", "name"], "left")
+        .select(
+            "queue",
+            F.lit("spool_without_envelope").alias("direction"),
+            F.col("name").alias("spool"),
+            "message_id",
+            F.when(F.col("message_id").isNotNull(), F.lit("finished")).alias("state"),
+            F.concat(F.lit(layout.SPOOL_DIR + "/"), "name").alias("subject"),
+            F.col("size").alias("bytes"),
+        )
+    )
+    missing = live.where(F.col("spool_bytes").isNull()).select(
+        "queue",
+        F.lit("envelope_without_spool").alias("direction"),
+        "spool",
+        "message_id",
+        "state",
+        F.col("message_id").alias("subject"),
+        F.lit(None).cast("long").alias("bytes"),
+    )
+    rows = orphaned.unionByName(missing)
+    detail = F.struct("direction", "spool", "message_id", "state")
+    return _finding(
+        rows, "lost_envelope", "error", "spool", F.col("subject"), options, detail, F.col("bytes")
+    )
+
+
+CHECKS = (
+    torn_tail,
+    crc_mismatch,
+    corrupt_segment,
+    orphan_delivery,
+    orphan_record,
+    duplicate_delivery,
+    stuck_message,
+    unreclaimed_segment,
+    restart_lag,
+    lost_envelope,
+)
+
+
+def run_checks(state: LogQueueState, options: AuditOptions | None = None) -> DataFrame:
+    """Every check's findings, one frame (lazy over the state's computed frames)."""
+    options = options or AuditOptions()
+    spark = state.queues.sparkSession
+    return union_all(spark, (check(state, options) for check in CHECKS))

@@ -1,0 +1,248 @@
+"""Spark readers over log-structured queue directories: one partition per segment file.
+
+Two Python data sources, each planning one partition per ``seg-<n>.lq`` file of every queue
+directory of the ``dirs`` option (a JSON list; ``restart.lq`` and the spool are no segments) and
+reading it with `segment.read_segment`, so a damaged file never fails the task:
+
+- ``logqueue_records`` (`read_records`): one row per whole, CRC-valid record, `RECORDS`:
+  ``queue`` is the directory (resolved, absolute), ``file`` the segment's file name,
+  ``segment``/``offset`` its position (the segment number from the header, or from the file name
+  when the header is damaged), ``values`` the decoded payload as a JSON object (lists for tuples),
+  ``message_id`` the UUID text (zeros for RESTART). A number that does not fit its column (a
+  ``u32`` reference above 2^31-1, a ``u64`` time above 2^63-1) is null.
+- ``logqueue_problems`` (`read_problems`): one row per `segment.Problem`, `PROBLEMS`, plus a
+  ``bad_segment_header`` problem when a valid header's number is not the file name's.
+
+A missing or unreadable directory or segment file is an InputError on the driver naming it,
+before any job; a directory without any segment gives no rows. A file that vanishes after
+planning fails its task with an InputError naming it (`errors.explain` recovers the line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.systems.logqueue import format as fmt
+from mqforensics.systems.logqueue import layout
+from mqforensics.systems.logqueue.segment import (
+    Problem,
+    SegmentFile,
+    read_segment,
+    segment_number_of,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RECORDS = (
+    "queue string, file string, segment int, offset bigint, type int, type_name string, "
+    "time_us bigint, message_id string, ref_segment int, ref_offset bigint, size bigint, "
+    "values string"
+)
+PROBLEMS = "queue string, file string, kind string, offset bigint, size bigint, detail string"
+
+_INT32 = (1 << 31) - 1
+_INT64 = (1 << 63) - 1
+
+
+@dataclass
+class SegmentPartition(InputPartition):
+    """One segment file of one queue directory, read whole by one Spark task."""
+
+    queue: str
+    path: str
+
+
+def parse_dirs(options: Any) -> list[str]:
+    """The queue directories of the ``dirs`` option (a JSON list of paths), in order."""
+    raw = options.get("dirs")
+    if not raw:
+        raise ConfigError("option 'dirs' (JSON list of queue directories) is required")
+    try:
+        dirs = json.loads(raw)
+    except ValueError:
+        dirs = None
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise ConfigError("option 'dirs' must be a JSON list of queue directories")
+    return dirs
+
+
+def segment_files(directory: Path) -> dict[int, Path]:
+    """`layout.segments` of `directory` whose number fits a Spark ``int`` (the file name of
+    segment 2^31 or above is no segment of a queue)."""
+    return {n: path for n, path in layout.segments(directory).items() if n <= _INT32}
+
+
+def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
+    """One partition per segment file, by directory and segment number."""
+    return [
+        SegmentPartition(queue, str(path))
+        for queue in dirs
+        for path in segment_files(Path(queue)).values()
+    ]
+
+
+def read_file(path: str) -> SegmentFile:
+    """`read_segment` of `path`; an OS error (the file vanished) is an InputError naming it."""
+    try:
+        return read_segment(path)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _fits(value: int | None, limit: int) -> int | None:
+    return value if value is not None and 0 <= value <= limit else None
+
+
+def record_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
+    """The `RECORDS` rows of one read segment."""
+    name = Path(seg.source).name
+    for r in seg.records:
+        yield (
+            queue,
+            name,
+            _fits(r.segment, _INT32),
+            r.offset,
+            r.type,
+            r.type_name,
+            _fits(r.time_us, _INT64),
+            str(r.message_id),
+            _fits(r.ref[0], _INT32),
+            r.ref[1],
+            r.size,
+            json.dumps(r.values, sort_keys=True),
+        )
+
+
+def problems_of(seg: SegmentFile) -> list[Problem]:
+    """The reader's problems, and a header whose segment number is not the file name's."""
+    problems = list(seg.problems)
+    named = segment_number_of(seg.source)
+    if seg.header is not None and named is not None and seg.header.segment != named:
+        detail = f"header says segment {seg.header.segment}, the file name {named}"
+        problems.insert(0, Problem("bad_segment_header", 0, fmt.SEGMENT_HEADER_SIZE, detail))
+    return problems
+
+
+def problem_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
+    """The `PROBLEMS` rows of one read segment."""
+    name = Path(seg.source).name
+    for p in problems_of(seg):
+        yield (queue, name, p.kind, p.offset, p.size, p.detail)
+
+
+class _SegmentsReader(DataSourceReader):
+    """One partition per segment file; `rows` turns one read file into rows."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def partitions(self) -> list[SegmentPartition]:  # type: ignore[override]
+        return segment_partitions(parse_dirs(self.options))
+
+    def read(self, partition: SegmentPartition | None) -> Iterator[tuple]:  # type: ignore[override]
+        if partition is None:  # no segment anywhere: Spark plans one empty partition
+            return
+        yield from self.rows(partition.queue, read_file(partition.path))
+
+    def rows(self, queue: str, seg: SegmentFile) -> Iterator[tuple]:
+        raise NotImplementedError
+
+
+class LogqueueRecordsReader(_SegmentsReader):
+    def rows(self, queue: str, seg: SegmentFile) -> Iterator[tuple]:
+        return record_rows(queue, seg)
+
+
+class LogqueueProblemsReader(_SegmentsReader):
+    def rows(self, queue: str, seg: SegmentFile) -> Iterator[tuple]:
+        return problem_rows(queue, seg)
+
+
+class LogqueueRecordsSource(DataSource):
+    """``spark.read.format("logqueue_records")``: the whole records of every segment."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "logqueue_records"
+
+    def schema(self) -> str:
+        return RECORDS
+
+    def reader(self, schema: Any) -> LogqueueRecordsReader:
+        return LogqueueRecordsReader(dict(self.options))
+
+
+class LogqueueProblemsSource(DataSource):
+    """``spark.read.format("logqueue_problems")``: the damage the reader found in each segment."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "logqueue_problems"
+
+    def schema(self) -> str:
+        return PROBLEMS
+
+    def reader(self, schema: Any) -> LogqueueProblemsReader:
+        return LogqueueProblemsReader(dict(self.options))
+
+
+SOURCES = (LogqueueRecordsSource, LogqueueProblemsSource)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def checked_dirs(dirs: Sequence[str | Path]) -> list[str]:
+    """`dirs` resolved, each a readable directory given once whose segment files are readable;
+    InputError (naming the path) or ConfigError if not."""
+    if isinstance(dirs, str | Path):
+        dirs = [dirs]
+    out: list[str] = []
+    for given in dirs:
+        path = Path(given).resolve()
+        if not path.is_dir():
+            raise InputError(f"{path}: no such queue directory")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputError(f"{path}: not readable")
+        for segment in segment_files(path).values():
+            if not os.access(segment, os.R_OK):
+                raise InputError(f"{segment}: not readable")
+        if str(path) in out:
+            raise ConfigError(f"{path} is given twice")
+        out.append(str(path))
+    if not out:
+        raise ConfigError("no queue directory given")
+    return out
+
+
+def register(spark: SparkSession) -> None:
+    """Register this module's data sources on `spark` (registration is per session)."""
+    for each in SOURCES:
+        spark.dataSource.register(each)
+
+
+def _load(spark: SparkSession, source: type[DataSource], dirs: Sequence[str | Path]) -> DataFrame:
+    options = {"dirs": json.dumps(checked_dirs(dirs))}
+    register(spark)
+    return spark.read.format(source.name()).options(**options).load()
+
+
+def read_records(spark: SparkSession, dirs: Sequence[str | Path]) -> DataFrame:
+    """Every whole record of every segment of `dirs` (`RECORDS`), one partition per segment
+    file; lazy."""
+    return _load(spark, LogqueueRecordsSource, dirs)
+
+
+def read_problems(spark: SparkSession, dirs: Sequence[str | Path]) -> DataFrame:
+    """Every problem the reader found in the segments of `dirs` (`PROBLEMS`), one partition per
+    segment file; lazy."""
+    return _load(spark, LogqueueProblemsSource, dirs)
