@@ -47,8 +47,9 @@ def test_states_rewrites_and_garbage_end() -> None:
     assert [(r.offset, why) for r, why in result.orphans] == [
         (records[8].offset, "DELIVERY without its live START")
     ]
-    # A's START is the earliest live record: the envelope before it is garbage.
-    assert result.garbage_end((2, 32)) == records[1].position
+    # A is in flight: the restart rewrites it from its envelope, the earliest record needed.
+    assert result.garbage_end((2, 32)) == records[0].position
+    assert replay(records, records[0].position).to_rewrite() == {A: ["a2"]}
     assert result.messages[A].deliveries == [("a1", records[2].position)]
 
 

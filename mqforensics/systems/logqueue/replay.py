@@ -15,8 +15,8 @@ The result (`Replay`): the working set (waiting: a live envelope; in flight: a S
 replacement or FINISH after it), the envelopes the restart must write (in-flight messages, with
 the recipients not yet delivered nor failed permanently; none left means a FINISH instead),
 finished messages, every delivery outcome, records that refer to nothing live (`orphans`), and
-where the garbage prefix ends: the earliest live record (a waiting envelope or an in-flight
-START); every record before it is garbage.
+where the garbage prefix ends: the earliest envelope of a waiting or in-flight message (the
+restart rewrites an in-flight message from its envelope); every record before it is garbage.
 """
 
 from __future__ import annotations
@@ -69,12 +69,10 @@ class Replay:
         return {m: msg.remaining() for m, msg in self.messages.items() if msg.state == "in_flight"}
 
     def garbage_end(self, end_of_log: Position) -> Position:
-        """The first position a restart still needs (`end_of_log` when nothing is live)."""
-        live = [
-            (msg.start or msg.envelope).position  # type: ignore[union-attr]
-            for msg in self.working_set().values()
-            if (msg.start or msg.envelope) is not None
-        ]
+        """The first position a restart still needs: the earliest envelope of a waiting or
+        in-flight message (an in-flight START refers to its envelope, whose recipients the
+        restart must rewrite), or `end_of_log` when nothing is live."""
+        live = [msg.envelope.position for msg in self.working_set().values() if msg.envelope]
         return min(live, default=end_of_log)
 
 
