@@ -17,6 +17,9 @@ the recipients not yet delivered nor failed permanently; none left means a FINIS
 finished messages, every delivery outcome, records that refer to nothing live (`orphans`), and
 where the garbage prefix ends: the earliest envelope of a waiting or in-flight message (the
 restart rewrites an in-flight message from its envelope); every record before it is garbage.
+A START, DELIVERY or FINISH whose back-reference points before the suffix (or to a record so
+skipped) is garbage of an earlier attempt (a live envelope is never before the suffix) and is
+skipped, not an orphan.
 """
 
 from __future__ import annotations
@@ -80,8 +83,14 @@ def replay(records: Iterable[Record], suffix: Position = START_OF_LOG) -> Replay
     """Replay `records` (any order; sorted here) from `suffix` on, as the restart procedure."""
     messages: dict[uuid.UUID, Message] = {}
     orphans: list[tuple[Record, str]] = []
+    stale: set[Position] = set()
     for record in sorted(records, key=lambda r: r.position):
         if record.position < suffix or record.type == fmt.RESTART:
+            continue
+        if record.type != fmt.ENVELOPE and ((0, 0) < record.ref < suffix or record.ref in stale):
+            # It refers to a record before the working suffix, which is garbage (a live
+            # message's envelope is never before the suffix), or to such a record: so is it.
+            stale.add(record.position)
             continue
         msg = messages.get(record.message_id)
         if record.type == fmt.ENVELOPE:

@@ -806,6 +806,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-every", type=int, default=SimConfig.checkpoint_every)
     keep = f"move garbage segments to {DELETED_DIR}/ instead of deleting them"
     parser.add_argument("--keep-deleted", action="store_true", help=keep)
+    parser.add_argument(
+        "--no-delete-garbage", action="store_true",
+        help="never delete garbage segments (leave them to `mqforensics purge`)",
+    )  # fmt: skip
     parser.add_argument("--pace-ms", type=float, default=0.0, help="sleep after each operation")
     args = parser.parse_args(argv)
     config = SimConfig(
@@ -815,6 +819,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_every=args.checkpoint_every,
         segment_bytes=args.segment_bytes,
         keep_deleted=args.keep_deleted,
+        delete_garbage=not args.no_delete_garbage,
     )
     faults = None
     if args.kill_after_writes:
