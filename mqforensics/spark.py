@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 LOOPBACK = "127.0.0.1"
 
@@ -79,3 +79,21 @@ def register_data_sources(spark: SparkSession) -> None:
 
     for source in (BlobListingSource, InventorySource, CassandraScanSource, JamesEnqueuedSource):
         spark.dataSource.register(source)
+
+
+def computed(frame: DataFrame) -> DataFrame:
+    """`frame` computed now (kept on the executors); a toolkit error raised in an executor is
+    re-raised here as its own type (an `InputError` naming a file, not a Java traceback)."""
+    from mqforensics import errors
+
+    try:
+        return frame.localCheckpoint(eager=True)
+    except Exception as exc:
+        explained = errors.explain(exc)
+        if explained is None:
+            raise
+        kind, _, message = explained.partition(": ")
+        error_type = getattr(errors, kind, None)
+        if isinstance(error_type, type) and issubclass(error_type, errors.MqfError):
+            raise error_type(message) from None
+        raise errors.InputError(message) from None

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.findings import SCHEMA as FINDINGS_SCHEMA
+from mqforensics.spark import computed
 from mqforensics.systems.cyrus import audit, checks, records
 from mqforensics.systems.cyrus.checks import Database
 
@@ -227,21 +227,6 @@ def _load(spark: SparkSession, source: type[DataSource], options: dict[str, str]
     return spark.read.format(source.name()).options(**options).load()
 
 
-def _computed(frame: DataFrame) -> DataFrame:
-    """`frame` computed now (kept on the executors), a toolkit error re-raised as its type."""
-    try:
-        return frame.localCheckpoint(eager=True)
-    except Exception as exc:
-        explained = errors.explain(exc)
-        if explained is None:
-            raise
-        kind, _, message = explained.partition(": ")
-        error_type = getattr(errors, kind, None)
-        if isinstance(error_type, type) and issubclass(error_type, errors.MqfError):
-            raise error_type(message) from None
-        raise InputError(message) from None
-
-
 def read_records(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     """The live records of every file (`RECORDS`), one Spark partition per file; lazy."""
     return _load(spark, CyrusMailboxesSource, {"paths": json.dumps(_checked(paths))})
@@ -264,7 +249,7 @@ def fleet_findings(
         options["as_of"] = utc.isoformat()
     if default_domain:
         options["default_domain"] = default_domain
-    return _computed(_load(spark, CyrusFindingsSource, options))
+    return computed(_load(spark, CyrusFindingsSource, options))
 
 
 def fleet_sharing(
@@ -278,4 +263,4 @@ def fleet_sharing(
     options = {"paths": json.dumps(_checked(paths)), "admins": json.dumps(list(admins))}
     if default_domain:
         options["default_domain"] = default_domain
-    return _computed(_load(spark, CyrusSharingSource, options))
+    return computed(_load(spark, CyrusSharingSource, options))

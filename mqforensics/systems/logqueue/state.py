@@ -52,8 +52,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from mqforensics import errors
 from mqforensics.errors import InputError
+from mqforensics.spark import computed
 from mqforensics.systems.logqueue import fleet, layout
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue.replay import Position, Replay, replay
@@ -360,21 +360,6 @@ class LogQueueState:
     queues: DataFrame
     orphans: DataFrame
     spool: DataFrame
-
-
-def computed(frame: DataFrame) -> DataFrame:
-    """`frame` computed now (kept on the executors), a toolkit error re-raised as its type."""
-    try:
-        return frame.localCheckpoint(eager=True)
-    except Exception as exc:
-        explained = errors.explain(exc)
-        if explained is None:
-            raise
-        kind, _, message = explained.partition(": ")
-        error_type = getattr(errors, kind, None)
-        if isinstance(error_type, type) and issubclass(error_type, errors.MqfError):
-            raise error_type(message) from None
-        raise InputError(message) from None
 
 
 def read_state(spark: SparkSession, dirs: Sequence[str | Path]) -> LogQueueState:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import InputError
+from mqforensics.retention.manifest import fsync_directory
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.replay import Message, Position, Replay, replay
@@ -85,14 +86,6 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _now_us() -> int:
