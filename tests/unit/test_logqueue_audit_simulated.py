@@ -82,3 +82,34 @@ def test_a_crashed_queue_with_a_lost_spool_file(tmp_path: Path) -> None:
     assert errors == [("lost_envelope", victim)]
     stuck = {r["subject"] for r in rows if r["check"] == "stuck_message"}
     assert stuck == set(unfinished)  # 30 simulated days later nothing unfinished is on time
+
+
+def test_spark_replay_equals_the_restart_procedure_on_crashed_queues(spark, tmp_path: Path) -> None:
+    """Three queues stopped at a crash (some torn), read at once: the messages frame of each is
+    what the restart procedure sees, and its unfinished messages are the simulator's truth."""
+    from mqforensics.systems.logqueue.simulate import observed, restart_view, write_dataset
+    from mqforensics.systems.logqueue.state import read_state
+
+    dirs = []
+    for seed in (21, 22, 23):
+        directory = tmp_path / f"q{seed}"
+        write_dataset(directory, seed=seed, messages=25, crashes=3, stop_at_last_crash=True)
+        dirs.append(directory)
+    state = read_state(spark, dirs)
+    rows = state.messages.collect()
+    for directory in dirs:
+        queue = str(directory.resolve())
+        got = {
+            r.message_id: (r.state, sorted(r.recipients_remaining) if r.state != "finished" else [])
+            for r in rows
+            if r.queue == queue
+        }
+        want = {
+            mid: (v["state"], v["remaining"])
+            for mid, v in observed(restart_view(directory)).items()
+        }
+        assert got == want
+        truth = Truth.load(directory).unfinished()
+        assert {m: s for m, (s, _) in got.items() if s != "finished"} == {
+            m: v["state"] for m, v in truth.items()
+        }
