@@ -282,18 +282,22 @@ class QueueWriter:
             raise QueueError(f"message {message} is {msg.state}, not in flight")
         return msg
 
-    def _spool_file(self, name: str, content: bytes) -> None:
-        path = self.spool_directory / name
+    def _write_whole_file(self, kind: str, path: Path, data: bytes) -> None:
+        """Create or truncate `path`, write `data` through `_perform`, and fsync it."""
 
         def open_fd() -> int:
             return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
-        fd = self._perform(Write("spool", path, 0, content), open_fd)
+        fd = self._perform(Write(kind, path, 0, data), open_fd)
         assert fd is not None
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _spool_file(self, name: str, content: bytes) -> None:
+        path = self.spool_directory / name
+        self._write_whole_file("spool", path, content)
         fsync_directory(self.spool_directory)
 
     def _remove_spool(self, name: str) -> None:
@@ -391,16 +395,7 @@ class QueueWriter:
         runners = tuple(sorted((n, *max(p, suffix)) for n, p in self.positions.items()))
         data = layout.encode_restart(suffix, runners, self._clock())
         tmp = self.directory / RESTART_TMP
-
-        def open_fd() -> int:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-
-        fd = self._perform(Write("restart", tmp, 0, data), open_fd)
-        assert fd is not None
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self._write_whole_file("restart", tmp, data)
         self._perform(Write("rename", tmp, target=self.directory / layout.RESTART_FILE))
         fsync_directory(self.directory)
         self.suffix = suffix
