@@ -133,16 +133,16 @@ def _s3_body(endpoint: S3Endpoint, bucket: str, key: str) -> BinaryIO:
     """The streaming body of s3://bucket/key; a missing object is an InputError."""
     from botocore.exceptions import ClientError
 
-    from mqforensics.blobstore import Location, _s3_error
+    from mqforensics.blobstore import Location, s3_error
 
     try:
         return endpoint.client().get_object(Bucket=bucket, Key=key)["Body"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "404"):
             raise InputError(f"s3://{bucket}/{key} does not exist at {endpoint.where}") from None
-        raise _s3_error(exc, endpoint, Location("s3", bucket, key)) from None
+        raise s3_error(exc, endpoint, Location("s3", bucket, key)) from None
     except Exception as exc:
-        raise _s3_error(exc, endpoint, Location("s3", bucket, key)) from None
+        raise s3_error(exc, endpoint, Location("s3", bucket, key)) from None
 
 
 def _read_s3_object(endpoint: S3Endpoint, bucket: str, key: str) -> bytes:

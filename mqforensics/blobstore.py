@@ -146,7 +146,7 @@ def key_ranges(prefix: str) -> list[KeyRange]:
     return [KeyRange(prefix, bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
-def _s3_error(exc: Exception, endpoint: S3Endpoint, location: Location) -> Exception:
+def s3_error(exc: Exception, endpoint: S3Endpoint, location: Location) -> Exception:
     from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
     where = f"s3://{location.bucket}/{location.prefix}"
@@ -207,7 +207,7 @@ class BlobListingReader(DataSourceReader):
             for page in pages:
                 prefixes.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
         except Exception as exc:
-            raise _s3_error(exc, endpoint, location) from None
+            raise s3_error(exc, endpoint, location) from None
         return [Listing(location.prefix, False)] + [Listing(p, True) for p in sorted(prefixes)]
 
     def read(self, partition: Listing | KeyRange) -> Iterator[tuple]:  # type: ignore[override]
@@ -235,7 +235,7 @@ class BlobListingReader(DataSourceReader):
                         obj.get("StorageClass"),
                     )
         except Exception as exc:
-            raise _s3_error(exc, endpoint, location) from None
+            raise s3_error(exc, endpoint, location) from None
 
 
 def _list_range(endpoint: S3Endpoint, location: Location, part: KeyRange) -> Iterator[tuple]:
@@ -267,7 +267,7 @@ def _list_range(endpoint: S3Endpoint, location: Location, part: KeyRange) -> Ite
                     (obj.get("ETag") or "").strip('"') or None, obj.get("StorageClass"),
                 )  # fmt: skip
     except Exception as exc:
-        raise _s3_error(exc, endpoint, location) from None
+        raise s3_error(exc, endpoint, location) from None
 
 
 def _walk(root: Path, partition: Listing) -> Iterator[tuple]:

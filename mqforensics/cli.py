@@ -18,6 +18,8 @@ from mqforensics.systems.james import plan_cli as james_plan
 from mqforensics.systems.james import validate as james_validate
 from mqforensics.systems.logqueue import audit as logqueue_audit
 from mqforensics.systems.logqueue import plan_cli as logqueue_plan
+from mqforensics.systems.slimta import audit as slimta_audit
+from mqforensics.systems.slimta import plan_cli as slimta_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     james_audit.add_parser(systems)
     cyrus_audit.add_parser(systems)
     logqueue_audit.add_parser(systems)
+    slimta_audit.add_parser(systems)
     validate = commands.add_parser("validate", help="run the expectation suites on a store")
     validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
     james_validate.add_parser(validate_systems)
@@ -43,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     james_plan.add_parser(plan_systems)
     cyrus_plan.add_parser(plan_systems)
     logqueue_plan.add_parser(plan_systems)
+    slimta_plan.add_parser(plan_systems)
     services_cli.add_parser(commands)
     retention_cli.add_report_parser(commands)
     retention_cli.add_approve_parser(commands)

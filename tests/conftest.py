@@ -126,6 +126,27 @@ def cyrus() -> dict:
 
 
 @pytest.fixture(scope="session")
+def redis() -> dict:
+    """A real Redis 7 (Debian) on 127.0.0.1 requiring a password: host, port, password, url."""
+    return _server("redis")
+
+
+@pytest.fixture(scope="session")
+def slimta_python() -> Path:
+    """The interpreter of the separate python-slimta 5.0.5 runtime, built on first use.
+
+    Tests write slimta queues with it (see mqforensics.services.slimta_runtime.run_slimta); the
+    product's own venv never has slimta. A runtime that cannot be built fails the test.
+    """
+    from mqforensics.services.slimta_runtime import ensure_runtime
+
+    try:
+        return ensure_runtime()
+    except MqfError as exc:
+        pytest.fail(f"the python-slimta runtime could not be built: {explain(exc)}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def spark():
     """The one local SparkSession of the test session, with the project's data sources."""
     from mqforensics.spark import session

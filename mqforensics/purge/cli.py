@@ -74,6 +74,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     cyrus.add_argument(
         "--cyrus-user", metavar="NAME", help="run cyr_dbtool as this user when root (default cyrus)"
     )
+    slimta = parser.add_argument_group("slimta plans")
+    slimta.add_argument(
+        "--redis",
+        metavar="URL",
+        help="Redis of a RedisStorage plan, redis://HOST[:PORT][/DB] or rediss:// (default: the "
+        "plan's); login from MQF_REDIS_USERNAME/_PASSWORD",
+    )
     parser.set_defaults(run=run)
 
 

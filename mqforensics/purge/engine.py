@@ -52,6 +52,7 @@ FACTORIES: dict[str, str] = {
     "james": "mqforensics.systems.james.purge_executor:build_executors",
     "cyrus": "mqforensics.systems.cyrus.purge_executor:build_executors",
     "logqueue": "mqforensics.systems.logqueue.reclaim:build_executors",
+    "slimta": "mqforensics.systems.slimta.purge_executor:build_executors",
 }
 
 

@@ -29,6 +29,8 @@ RULE_KINDS = (
     "orphaned_blobs",
     "racl_repair",
     "garbage_segments",
+    "queued_mail",
+    "queue_leftovers",
 )
 
 DEFAULT_TOMBSTONE_BUDGET = 100
@@ -43,8 +45,10 @@ _KIND_KEYS = {
     "orphaned_blobs": ("older_than", "references_complete"),
     "racl_repair": (),
     "garbage_segments": (),
+    "queued_mail": ("older_than",),
+    "queue_leftovers": ("older_than",),
 }
-_NEEDS_OLDER_THAN = ("consumed_mail", "orphaned_blobs")
+_NEEDS_OLDER_THAN = ("consumed_mail", "orphaned_blobs", "queued_mail", "queue_leftovers")
 _ID = re.compile(r"[A-Za-z0-9._-]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 

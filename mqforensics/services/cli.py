@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from mqforensics.errors import ConfigError
-from mqforensics.services import cassandra
+from mqforensics.services import cassandra, slimta_runtime
 from mqforensics.services.harness import DEFAULT_SERVICES, STARTERS, Harness
 
 DEFAULT_ROOT = Path(os.environ.get("MQF_SERVICES_DIR", ".services"))
@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         lib = cassandra.fetch_runtime()
         print(f"Cassandra {cassandra.VERSION} runtime: {lib} ({len(list(lib.glob('*.jar')))} jars)")
+        python = slimta_runtime.ensure_runtime()
+        print(f"python-slimta {slimta_runtime.SLIMTA_VERSION} runtime (tests only): {python}")
         return 0
     harness = Harness(args.root)
     if args.action == "up":

@@ -16,7 +16,6 @@ to the group) ends them all. Cyrus logs to syslog, which a container often does 
 
 from __future__ import annotations
 
-import contextlib
 import imaplib
 import os
 import shutil
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
+from mqforensics.services import apt
 from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
 
 TOOLS = Path("/usr/lib/cyrus/bin")
@@ -43,40 +43,6 @@ DOMAIN = "example.org"  # `defaultdomain`: userids in it are stored without the 
 # of the server's name (`user@other.domain` in realm `other.domain`). Verified on 3.6.1.
 SERVERNAME = "mqforensics-cyrus"
 
-_APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "APT_LISTCHANGES_FRONTEND": "none"}
-_POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
-_MISSING_LISTS = ("Unable to locate package", "has no installation candidate", "Failed to fetch")
-
-
-def _tail(text: str, lines: int = 20) -> str:
-    return "\n".join("    " + line for line in text.splitlines()[-lines:])
-
-
-def _apt_install() -> subprocess.CompletedProcess[str]:
-    command = [
-        "apt-get",
-        "install",
-        "-y",
-        "-q",
-        "--no-install-recommends",
-        # Another process (a colleague's install, unattended-upgrades) may hold the dpkg lock.
-        "-o",
-        "DPkg::Lock::Timeout=300",
-        *PACKAGES,
-    ]
-    env = {**os.environ, **_APT_ENV}
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
-
-
-def _disable_system_service() -> None:
-    """Stop the package's own cyrus-imapd and keep it from starting at boot (best effort)."""
-    commands = [["service", SYSTEM_SERVICE, "stop"], ["update-rc.d", SYSTEM_SERVICE, "disable"]]
-    if Path("/run/systemd/system").exists():
-        commands = [["systemctl", "disable", "--now", SYSTEM_SERVICE]]
-    for command in commands:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(command, capture_output=True, check=False, timeout=120)
-
 
 def _installed() -> bool:
     return MASTER.exists() and SASLPASSWD.exists()
@@ -84,54 +50,14 @@ def _installed() -> bool:
 
 def ensure_installed() -> float:
     """Install Cyrus 3.6 from Debian if it is missing; the seconds that took (0 if present)."""
-    if _installed():
-        return 0.0
-    if os.geteuid() != 0:
-        raise ServiceStartError(
-            f"Cyrus IMAP is not installed ({MASTER} missing) and this is not root: run "
-            f"`apt-get install --no-install-recommends {' '.join(PACKAGES)}` as root"
-        )
-    if not shutil.which("apt-get"):
-        raise ServiceStartError(f"Cyrus IMAP is not installed ({MASTER} missing) and no apt-get")
-    started = time.monotonic()
-    # Keep maintainer scripts from starting the package's system-wide cyrus-imapd (port 143,
-    # /etc/imapd.conf): invoke-rc.d and deb-systemd-invoke obey a policy-rc.d that exits 101.
-    own_policy = not _POLICY_RC_D.exists()
-    if own_policy:
-        _POLICY_RC_D.write_text(
-            "#!/bin/sh\n# mqforensics: installing Cyrus, no services\nexit 101\n"
-        )
-        _POLICY_RC_D.chmod(0o755)
-    output = ""
-    try:
-        result = _apt_install()
-        output = result.stdout + result.stderr
-        if result.returncode != 0 and any(sign in output for sign in _MISSING_LISTS):
-            update = subprocess.run(
-                ["apt-get", "update", "-q", "-o", "DPkg::Lock::Timeout=300"],
-                env={**os.environ, **_APT_ENV},
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            output += update.stdout + update.stderr
-            result = _apt_install()
-            output += result.stdout + result.stderr
-    except subprocess.TimeoutExpired as exc:
-        raise ServiceStartError(
-            f"installing {' '.join(PACKAGES)} timed out ({exc.timeout:.0f}s):\n" + _tail(output)
-        ) from exc
-    finally:
-        if own_policy:
-            with contextlib.suppress(FileNotFoundError):
-                _POLICY_RC_D.unlink()
-    if result.returncode != 0 or not _installed():
-        raise ServiceStartError(
-            f"could not install {' '.join(PACKAGES)} (apt-get exit {result.returncode}):\n"
-            + _tail(output)
-        )
-    _disable_system_service()
-    return round(time.monotonic() - started, 1)
+    # The package's system-wide cyrus-imapd (port 143, /etc/imapd.conf) never starts.
+    return apt.ensure_packages(
+        PACKAGES,
+        what="Cyrus IMAP",
+        probe=MASTER,
+        installed=_installed,
+        system_service=SYSTEM_SERVICE,
+    )
 
 
 def version() -> str:
@@ -199,7 +125,9 @@ def _as_cyrus(argv: list[str], *, input: bytes | None = None, timeout: float = 1
     if result.returncode != 0:
         raise ServiceStartError(
             f"{' '.join(argv)} failed (exit {result.returncode}):\n"
-            + _tail(result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace"))
+            + apt.tail(
+                result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
+            )
         )
     return result.stdout
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
-from mqforensics.services import cassandra, cyrus, seaweedfs, spark_connect
+from mqforensics.services import cassandra, cyrus, redis, seaweedfs, spark_connect
 from mqforensics.services.process import ServerDir, pid_alive, port_open, stop
 
 Starter = Callable[[ServerDir], dict]
@@ -29,6 +29,7 @@ STARTERS: dict[str, Starter] = {
     "seaweedfs": seaweedfs.start,
     "spark-connect": spark_connect.start,
     "cyrus": cyrus.start,
+    "redis": redis.start,
 }
 
 # What `mqforensics services up` starts when no service is named.
@@ -42,6 +43,7 @@ PROBES: dict[str, Callable[[dict], bool]] = {
     "cyrus": lambda info: cyrus.imap_login_works(
         int(info["port"]), str(info["username"]), str(info["password"])
     ),
+    "redis": lambda info: redis.ping_works(int(info["port"]), str(info["password"])),
 }
 
 SESSIONS_BASE = Path(tempfile.gettempdir()) / f"mqforensics-{os.getuid()}"
@@ -126,6 +128,10 @@ class Harness:
         connect = self.running("spark-connect")
         if connect:
             env["SPARK_REMOTE"] = str(connect["remote"])
+        redis_info = self.running("redis")
+        if redis_info:
+            env["MQF_REDIS_URL"] = str(redis_info["url"])
+            env["MQF_REDIS_PASSWORD"] = str(redis_info["password"])
         return env
 
 

@@ -1,0 +1,1 @@
+"""python-slimta queue storage (disk, Redis, S3): safe readers of its pickles, checks, plans."""

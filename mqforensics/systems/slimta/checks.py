@@ -1,0 +1,338 @@
+"""Checks of slimta queue stores: pure functions from the `items.ITEMS` frame to findings
+(`findings.SCHEMA`, system ``slimta``, ``queue`` = the store: env_dir, ``HOST:PORT/DB`` or
+``s3://BUCKET/PREFIX``).
+
+A finding's ``subject`` is the first stored part of the item: the ``.env`` path (the ``.meta``
+path when there is no ``.env``), the Redis key, the S3 key, or the SQS message. Facts about
+slimta's behaviour come from python-slimta 5.0.5 (see docs/slimta.md). Mail addresses in
+``detail`` are pseudonymised unless ``AuditOptions.reveal_addresses``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from mqforensics.findings import union_all
+from mqforensics.privacy import pseudonymize_address
+from mqforensics.systems.slimta.items import MESSAGE, OK, OTHER_KEY, QUEUE_ENTRY, SYSTEM, TMP_FILE
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+DEFAULT_RETRY_MAXIMUM = 0  # the slimta app's default: no `retry` section means no retry at all
+DEFAULT_RETENTION = dt.timedelta(days=7)
+DEFAULT_STALE_TMP = dt.timedelta(hours=1)
+# slimta renames the .meta into place right after the .env: younger pairs may be mid-write.
+TORN_WRITE_GRACE = dt.timedelta(minutes=1)
+UNSAFE = "unsafe_pickle"
+BROKEN_STATES = ("corrupt_pickle", "wrong_type")
+UNREADABLE = "unreadable"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """What the checks judge against; `as_of` is every finding's ``observed_at``.
+
+    `retry_maximum` is the slimta app's ``retry: maximum`` (its backoff gives up once
+    ``attempts > maximum``). `retention`: how long a queued message may hold personal data.
+    `sqs_export`: an SQS export was read, so an object no SQS message names was never queued.
+    """
+
+    as_of: dt.datetime = field(default_factory=_now)
+    retry_maximum: int = DEFAULT_RETRY_MAXIMUM
+    retention: dt.timedelta = DEFAULT_RETENTION
+    stale_tmp: dt.timedelta = DEFAULT_STALE_TMP
+    sqs_export: bool = False
+    reveal_addresses: bool = False
+    salt: str = ""
+
+
+def _utc(instant: dt.datetime) -> dt.datetime:
+    return instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant.astimezone(dt.UTC)
+
+
+def _before(options: AuditOptions, age: dt.timedelta) -> Column:
+    return F.lit(_utc(options.as_of) - age).cast("timestamp")
+
+
+def _subject() -> Column:
+    return F.col("parts")[0]["name"]
+
+
+def _finding(
+    frame: DataFrame, check: str, severity: str | Column, options: AuditOptions, detail: Column
+) -> DataFrame:
+    return frame.select(
+        F.lit(check).alias("check"),
+        (severity if not isinstance(severity, str) else F.lit(severity)).alias("severity"),
+        F.lit(SYSTEM).alias("system"),
+        F.col("store").alias("queue"),
+        F.col("kind").alias("scope"),
+        _subject().cast("string").alias("subject"),
+        F.lit(_utc(options.as_of)).cast("timestamp").alias("observed_at"),
+        F.col("stored_bytes").cast("long").alias("bytes"),
+        F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
+    )
+
+
+def _address(options: AuditOptions) -> Callable[[Column], Column]:
+    """A column's mail address as shown: itself, or pseudonymised (a Python UDF)."""
+    if options.reveal_addresses:
+        return lambda column: column
+    salt = options.salt
+    # No type hints: Spark would try to read a pandas/arrow UDF kind from them.
+    return F.udf(lambda a: a if not a else pseudonymize_address(a, salt), "string")
+
+
+def _messages(items: DataFrame) -> DataFrame:
+    return items.where(F.col("kind") == MESSAGE)
+
+
+def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A message with only one of its halves. Disk: an ``.env`` without ``.meta`` (slimta's
+    load raises FileNotFoundError, logs it and never retries or removes the message: mail
+    silently never delivered) or a ``.meta`` without ``.env`` (never listed: an invisible
+    leftover). Redis (warnings): a hash without ``envelope`` (``get`` raises KeyError: a
+    leftover) or without ``timestamp``/``attempts`` (the write stopped after HSETNX; the next
+    restart loads it anyway, as due now with 0 attempts). S3, when an SQS export
+    was read: an object no SQS message names (``queue_message`` failed after the upload, which
+    slimta only logs, so the object is never delivered). Disk pairs younger than a minute may
+    still be mid-write and are left out."""
+    rows = _messages(items).where(
+        F.col("backend").isin("disk", "redis")
+        & ((F.col("envelope_state") == "missing") != (F.col("meta_state") == "missing"))
+        & (F.col("modified").isNull() | (F.col("modified") < _before(options, TORN_WRITE_GRACE)))
+    )
+    missing = F.when(F.col("envelope_state") == "missing", "envelope").otherwise("meta")
+    found = [
+        _finding(
+            rows,
+            "torn_write",
+            F.when((missing == "meta") & (F.col("backend") == "disk"), "error").otherwise(
+                "warning"
+            ),
+            options,
+            F.struct(F.col("backend"), F.col("id"), missing.alias("missing")),
+        )
+    ]
+    if options.sqs_export:
+        entries = items.where((F.col("kind") == QUEUE_ENTRY) & (F.col("backend") == "s3")).select(
+            "store", F.col("id").alias("queued_id")
+        )
+        unqueued = (
+            _messages(items)
+            .where(F.col("backend") == "s3")
+            .join(
+                entries,
+                (items.store == entries.store) & (items.id == entries.queued_id),
+                "left_anti",
+            )
+        )
+        detail = F.struct(F.col("backend"), F.col("id"), F.lit("queue_message").alias("missing"))
+        found.append(_finding(unqueued, "torn_write", "error", options, detail))
+    return union_all(items.sparkSession, found)
+
+
+def stale_tmp(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A file in DiskStorage's ``tmp_dir`` older than `stale_tmp`: slimta's write renames its
+    mkstemp file into place at once, and a failed write leaves it behind forever (never
+    unlinked). It may hold a whole envelope: ``detail.holds`` says what it decodes to."""
+    rows = items.where(
+        (F.col("kind") == TMP_FILE) & (F.col("modified") < _before(options, options.stale_tmp))
+    )
+    holds = (
+        F.when(F.col("envelope_state") == OK, "envelope")
+        .when(F.col("meta_state") == OK, "meta")
+        .otherwise("unknown")
+    )
+    detail = F.struct(F.col("id").alias("file"), holds.alias("holds"), F.col("modified"))
+    return _finding(rows, "stale_tmp", "warning", options, detail)
+
+
+def corrupt_meta(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A message whose meta does not decode, or lacks the timestamp. slimta's load catches only
+    OSError, so it stops at this message: every message listed after it is not loaded
+    (``detail.blocks_later``: how many ``.env`` files follow it in ``os.listdir`` order, for
+    disk). Redis: a non-hash key under the prefix fails the same way (WRONGTYPE)."""
+    rows = items.where(
+        (F.col("kind") == OTHER_KEY)
+        | (F.col("kind") == MESSAGE) & (
+            F.col("meta_state").isin(*BROKEN_STATES)
+            | ((F.col("meta_state") == OK) & F.col("next_attempt").isNull()
+               & (F.col("backend") == "disk"))
+        )
+    )  # fmt: skip
+    later = F.when(
+        F.col("load_position").isNotNull(),
+        F.col("listed") - F.col("load_position") - F.lit(1),
+    )
+    listed = (
+        _messages(items)
+        .where(F.col("load_position").isNotNull())
+        .groupBy("store")
+        .agg(F.count("*").alias("listed"))
+    )
+    counted = rows.join(listed, "store", "left")
+    reason = F.coalesce(F.col("meta_error"), F.lit("no timestamp"))
+    detail = F.struct(F.col("backend"), F.col("id"), reason.alias("reason"),
+                      later.alias("blocks_later"))  # fmt: skip
+    return _finding(counted, "corrupt_meta", "error", options, detail)
+
+
+def unreadable_envelope(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A message whose envelope does not decode (truncated, not a pickle, not an Envelope) or
+    cannot be read: slimta's ``get`` fails on every attempt, so it is never delivered."""
+    rows = _messages(items).where(F.col("envelope_state").isin(*BROKEN_STATES, UNREADABLE))
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("envelope_state").alias("state"),
+        F.col("envelope_error").alias("reason"),
+    )  # fmt: skip
+    return _finding(rows, "unreadable_envelope", "error", options, detail)
+
+
+def unsafe_pickle(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A stored pickle that names a global outside the allow-list (a command, an import):
+    slimta unpickles it with plain ``pickle.loads`` and would run it. It was not loaded here.
+    Evidence of tampering with the store: never planned for deletion automatically."""
+    rows = items.where((F.col("envelope_state") == UNSAFE) | (F.col("meta_state") == UNSAFE))
+    which = F.when(F.col("envelope_state") == UNSAFE, "envelope").otherwise("meta")
+    reason = F.when(which == "envelope", F.col("envelope_error")).otherwise(F.col("meta_error"))
+    detail = F.struct(F.col("backend"), F.col("id"), which.alias("pickle"),
+                      reason.alias("reason"))  # fmt: skip
+    return _finding(rows, "unsafe_pickle", "critical", options, detail)
+
+
+def retry_exhausted(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A message with more attempts than the backoff allows (``attempts > retry_maximum``):
+    slimta's backoff gave up on it, so it should have been bounced and removed; it still holds
+    the mail (a failed remove, or a queue that changed its retry settings)."""
+    rows = _messages(items).where(F.col("attempts") > F.lit(options.retry_maximum))
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("attempts"),
+        F.lit(options.retry_maximum).alias("retry_maximum"), F.col("next_attempt"),
+    )  # fmt: skip
+    return _finding(rows, "retry_exhausted", "warning", options, detail)
+
+
+def delivered_indexes_unreliable(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A message with ``delivered_indexes``. slimta removes those indexes from the recipient
+    list on every ``get``, but `Queue` computes them against the already-reduced list, so after
+    two partial deliveries they name the wrong recipients; a pickled *set* (what `Queue`
+    passes, stored as is by RedisStorage) makes the next partial delivery fail (``list + set``
+    or ``set + set``: TypeError); a repeated index removes a recipient never delivered; an index
+    out of range makes every ``get`` fail (IndexError). ``detail.reasons`` lists what applies;
+    out of range is an error, the rest warnings."""
+    rows = _messages(items).where(F.col("delivered_indexes").isNotNull())
+    count = F.size(F.coalesce(F.col("recipients"), F.array().cast("array<string>")))
+    out_of_range = F.exists("delivered_indexes", lambda i: (i < 0) | (i >= count))
+    repeated = F.size(F.array_distinct("delivered_indexes")) < F.size("delivered_indexes")
+    reasons = F.array_compact(
+        F.array(
+            F.when(F.col("delivered_indexes_type") == "set", F.lit("stored_as_set")),
+            F.when(out_of_range & F.col("recipients").isNotNull(), F.lit("out_of_range")),
+            F.when(repeated, F.lit("repeated_index")),
+            F.lit("relative_to_reduced_recipients"),
+        )
+    )
+    severity = F.when(out_of_range & F.col("recipients").isNotNull(), "error").otherwise("warning")
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("delivered_indexes"),
+        F.col("delivered_indexes_type").alias("stored_as"), count.alias("recipients"),
+        reasons.alias("reasons"),
+    )  # fmt: skip
+    return _finding(rows, "delivered_indexes_unreliable", severity, options, detail)
+
+
+def retention_exceeded(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """Personal data held beyond `retention`: a queued message (or a ``tmp_dir`` file holding an
+    envelope) that arrived longer ago than that. Age is the envelope's arrival ``timestamp``;
+    when the envelope does not decode, the file's modification time (``detail.age_from``)."""
+    address = _address(options)
+    arrived = F.coalesce(F.col("arrival"), F.col("modified"))
+    holds_mail = (F.col("kind") == MESSAGE) | (
+        (F.col("kind") == TMP_FILE) & (F.col("envelope_state") == OK)
+    )
+    rows = items.where(holds_mail & (arrived < _before(options, options.retention)))
+    detail = F.struct(
+        F.col("backend"), F.col("id"),
+        F.when(F.col("arrival").isNotNull(), "arrival").otherwise("modified").alias("age_from"),
+        arrived.alias("since"),
+        F.floor(
+            (F.lit(_utc(options.as_of)).cast("timestamp").cast("long") - arrived.cast("long"))
+            / 86400
+        ).alias("age_days"),
+        address(F.col("sender")).alias("sender"),
+        F.size(F.coalesce(F.col("recipients"), F.array())).alias("recipients"),
+    )  # fmt: skip
+    return _finding(rows, "retention_exceeded", "warning", options, detail)
+
+
+def dangling_queue_entry(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A notification (Redis ``<prefix>queue`` item, exported SQS message) naming a message the
+    store does not hold: slimta pops it and fails ``get`` (KeyError, or a missing object). One
+    that does not decode at all (``detail.reason``) stops slimta's ``wait`` loop: an error."""
+    entries = items.where(F.col("kind") == QUEUE_ENTRY)
+    held = _messages(items).select("store", F.col("id").alias("held_id"))
+    dangling = entries.where(F.col("envelope_state") == OK).join(
+        held, (entries.store == held.store) & (entries.id == held.held_id), "left_anti"
+    )
+    broken = entries.where(F.col("envelope_state").isin(*BROKEN_STATES))
+    detail = F.struct(F.col("backend"), F.col("id"), F.col("envelope_error").alias("reason"))
+    return union_all(
+        items.sparkSession,
+        [
+            _finding(dangling, "dangling_queue_entry", "warning", options, detail),
+            _finding(broken, "dangling_queue_entry", "error", options, detail),
+        ],
+    )
+
+
+def queue_list_blocks_load(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A non-empty RedisStorage notification list (``<prefix>queue``). slimta 5.0.5's ``load``
+    skips the list by comparing each ``KEYS`` answer (bytes) with the list's name (str), which
+    never matches: it reads the list as a message hash and fails with WRONGTYPE, so a restart
+    loads nothing at all while the list holds entries (the running queue drains it; a crash or
+    a stopped queue leaves it full). Verified with python-slimta 5.0.5 and Redis 7."""
+    lists = (
+        items.where((F.col("kind") == QUEUE_ENTRY) & (F.col("backend") == "redis"))
+        .groupBy("store", _subject().alias("list"))
+        .agg(F.count("*").alias("entries"), F.sum("stored_bytes").alias("stored_bytes"))
+        .select(
+            "store",
+            "entries",
+            "stored_bytes",
+            F.lit("queue_list").alias("kind"),
+            F.array(F.struct(F.col("list").alias("name"))).alias("parts"),
+        )
+    )
+    detail = F.struct(F.lit("redis").alias("backend"), F.col("entries"))
+    return _finding(lists, "queue_list_blocks_load", "error", options, detail)
+
+
+CHECKS: dict[str, Callable[[DataFrame, AuditOptions], DataFrame]] = {
+    "torn_write": torn_write,
+    "stale_tmp": stale_tmp,
+    "corrupt_meta": corrupt_meta,
+    "unreadable_envelope": unreadable_envelope,
+    "unsafe_pickle": unsafe_pickle,
+    "retry_exhausted": retry_exhausted,
+    "delivered_indexes_unreliable": delivered_indexes_unreliable,
+    "retention_exceeded": retention_exceeded,
+    "dangling_queue_entry": dangling_queue_entry,
+    "queue_list_blocks_load": queue_list_blocks_load,
+}
+
+
+def run_checks(items: DataFrame, options: AuditOptions | None = None) -> DataFrame:
+    """Every check's findings over `items`, as one frame."""
+    options = options or AuditOptions()
+    return union_all(items.sparkSession, [check(items, options) for check in CHECKS.values()])

@@ -1,0 +1,182 @@
+"""python-slimta's DiskStorage, read without slimta: ``<id>.env``, ``<id>.meta`` and ``tmp_dir``.
+
+slimta (``slimta/diskstorage/__init__.py``, 5.0.5) writes each file by ``mkstemp`` in
+``tmp_dir``, then ``os.rename`` to ``env_dir/<id>.env`` or ``meta_dir/<id>.meta``; the ``.env``
+first, then the ``.meta``. Its restart (``load``) walks ``os.listdir(env_dir)`` in that order and
+reads each ``.meta``; only ``OSError`` is caught there, so a ``.meta`` that does not unpickle
+stops the load of every message after it. Readers here never modify anything, and a file that
+vanishes between listing and reading (the queue is running) is simply absent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqforensics.errors import InputError
+from mqforensics.systems.slimta import safe_pickle
+from mqforensics.systems.slimta.items import MESSAGE, OK, TMP_FILE, Item, Part, text
+
+BACKEND = "disk"
+ENV_SUFFIX, META_SUFFIX = ".env", ".meta"
+UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True)
+class DiskLayout:
+    """The three directories of one DiskStorage; `store` (the env_dir) names it in findings."""
+
+    env_dir: str
+    meta_dir: str
+    tmp_dir: str | None = None
+
+    @property
+    def store(self) -> str:
+        return self.env_dir
+
+    @classmethod
+    def checked(
+        cls,
+        env_dir: str | Path,
+        meta_dir: str | Path | None = None,
+        tmp_dir: str | Path | None = None,
+    ) -> DiskLayout:
+        """Resolved, readable directories, or an InputError naming the one that is not."""
+
+        def checked_dir(given: str | Path) -> str:
+            path = Path(given).resolve()
+            if not path.is_dir():
+                raise InputError(f"{path}: no such slimta queue directory")
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise InputError(f"{path}: not readable")
+            return str(path)
+
+        return cls(
+            checked_dir(env_dir),
+            checked_dir(meta_dir or env_dir),
+            None if tmp_dir is None else checked_dir(tmp_dir),
+        )
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the directories held when listed: ``.env`` ids in slimta's load order, ids with
+    only a ``.meta``, and the names of the files in ``tmp_dir``."""
+
+    env_ids: list[str]
+    meta_only_ids: list[str]
+    tmp_files: list[str]
+
+
+def _names(directory: str) -> list[str]:
+    """The directory's entries; names that are not UTF-8 (never written by slimta, whose names
+    are hex ids and mkstemp's ASCII) are left out: no text column or plan could name them."""
+    try:
+        names = os.listdir(directory)
+    except OSError as exc:
+        raise InputError(f"{directory}: {exc.strerror or exc}") from None
+    return [n for n in names if n == text(n)]
+
+
+def list_store(layout: DiskLayout) -> Listing:
+    """The ids and leftover files of `layout`, listed as slimta lists them (`os.listdir`)."""
+    env_ids = [n[: -len(ENV_SUFFIX)] for n in _names(layout.env_dir) if n.endswith(ENV_SUFFIX)]
+    known = set(env_ids)
+    meta_ids = [n[: -len(META_SUFFIX)] for n in _names(layout.meta_dir) if n.endswith(META_SUFFIX)]
+    meta_only = sorted(i for i in meta_ids if i not in known)
+    tmp: list[str] = []
+    if layout.tmp_dir is not None:
+        tmp = sorted(
+            n for n in _names(layout.tmp_dir) if os.path.isfile(os.path.join(layout.tmp_dir, n))
+        )
+    return Listing(env_ids, meta_only, tmp)
+
+
+def _read(path: str) -> tuple[bytes, Part] | None:
+    """The file's bytes and its `Part`; None when it is gone. OSError otherwise."""
+    try:
+        with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    modified = dt.datetime.fromtimestamp(stat.st_mtime, tz=dt.UTC)
+    return data, Part(path, len(data), hashlib.sha256(data).hexdigest(), modified)
+
+
+def _unreadable(exc: OSError) -> str:
+    return f"cannot read: {exc.strerror or type(exc).__name__}"
+
+
+def read_message(layout: DiskLayout, message_id: str, position: int | None) -> Item:
+    """The message `message_id`: its ``.env`` and ``.meta``, each decoded if present."""
+    item = Item(BACKEND, layout.store, MESSAGE, message_id, load_position=position)
+    env_path = os.path.join(layout.env_dir, message_id + ENV_SUFFIX)
+    meta_path = os.path.join(layout.meta_dir, message_id + META_SUFFIX)
+    try:
+        env = _read(env_path)
+    except OSError as exc:
+        env = None
+        item.envelope_state, item.envelope_error = UNREADABLE, _unreadable(exc)
+    if env is not None:
+        item.parts.append(env[1])
+        try:
+            item.envelope = safe_pickle.decode_envelope(env[0])
+            item.envelope_state = OK
+        except safe_pickle.SlimtaPickleError as exc:
+            item.envelope_state, item.envelope_error = exc.kind, exc.detail
+    try:
+        meta = _read(meta_path)
+    except OSError as exc:
+        meta = None
+        item.meta_state, item.meta_error = UNREADABLE, _unreadable(exc)
+    if meta is not None:
+        item.parts.append(meta[1])
+        try:
+            item.set_meta(safe_pickle.decode_meta(meta[0]))
+        except safe_pickle.SlimtaPickleError as exc:
+            item.meta_state, item.meta_error = exc.kind, exc.detail
+    return item
+
+
+def read_tmp_file(layout: DiskLayout, name: str) -> Item | None:
+    """A file left in ``tmp_dir``, decoded as an envelope or a meta when it is one."""
+    assert layout.tmp_dir is not None
+    item = Item(BACKEND, layout.store, TMP_FILE, name)
+    try:
+        read = _read(os.path.join(layout.tmp_dir, name))
+    except OSError as exc:
+        item.envelope_state, item.envelope_error = UNREADABLE, _unreadable(exc)
+        return item
+    if read is None:
+        return None
+    data, part = read
+    item.parts.append(part)
+    try:
+        item.envelope = safe_pickle.decode_envelope(data)
+        item.envelope_state = OK
+    except safe_pickle.SlimtaPickleError as exc:
+        item.envelope_state, item.envelope_error = exc.kind, exc.detail
+        if exc.kind == safe_pickle.WRONG_TYPE:  # a whole pickle, but no envelope: a meta?
+            try:
+                item.set_meta(safe_pickle.decode_meta(data))
+                item.envelope_state, item.envelope_error = "missing", None
+            except safe_pickle.SlimtaPickleError:
+                pass
+    return item
+
+
+def read_items(
+    layout: DiskLayout, ids: list[tuple[str, int | None]], tmp_files: list[str]
+) -> Iterator[Item]:
+    """The items of one partition: messages (id, load position) and ``tmp_dir`` files."""
+    for message_id, position in ids:
+        yield read_message(layout, message_id, position)
+    for name in tmp_files:
+        item = read_tmp_file(layout, name)
+        if item is not None:
+            yield item

@@ -1,0 +1,177 @@
+"""Spark data source ``slimta_items``: every item of a slimta queue store, decoded in executors.
+
+The driver only lists (directory names, ``SCAN`` keys, ListObjectsV2 keys) and cuts the listing
+into partitions of `CHUNK` items; each Spark task reads and decodes its items with the
+allow-list unpickler (`safe_pickle`), so a hostile or corrupt pickle becomes a row saying so,
+never an executed payload or a failed job. Options: ``backend`` (``disk``, ``redis``, ``s3``)
+and that backend's settings (`_options`). A store that cannot be listed (missing directory,
+refused login, unknown bucket) is a typed error on the driver, before any job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics.blobstore import S3Endpoint
+from mqforensics.errors import ConfigError
+from mqforensics.systems.slimta import cloud, disk, redis_store
+from mqforensics.systems.slimta.items import ITEMS, Item
+from mqforensics.systems.slimta.redis_server import RedisServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+CHUNK = 200
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The slimta stores one audit reads (any combination, at least one)."""
+
+    disk: disk.DiskLayout | None = None
+    redis: RedisServer | None = None
+    redis_prefix: str = redis_store.DEFAULT_PREFIX
+    s3: cloud.Bucket | None = None
+    s3_endpoint: S3Endpoint = field(default_factory=S3Endpoint)
+    sqs_export: Path | None = None
+
+    def describe(self) -> list[str]:
+        """Password-free names of the stores, for reports and plan headers."""
+        names = []
+        if self.disk:
+            names.append(f"disk {self.disk.env_dir}")
+        if self.redis:
+            names.append(f"redis {self.redis.where} prefix {self.redis_prefix}")
+        if self.s3:
+            names.append(f"s3 {self.s3.store}")
+        if self.sqs_export:
+            names.append(f"sqs export {self.sqs_export}")
+        return names
+
+
+@dataclass
+class DiskPartition(InputPartition):
+    ids: list[tuple[str, int | None]]
+    tmp_files: list[str]
+
+
+@dataclass
+class RedisPartition(InputPartition):
+    keys: list[bytes]
+
+
+@dataclass
+class S3Partition(InputPartition):
+    objects: list[cloud.Listed]
+
+
+def _chunks(values: list, size: int = CHUNK) -> list[list]:
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
+def _disk_layout(options: Any) -> disk.DiskLayout:
+    return disk.DiskLayout(options["env_dir"], options["meta_dir"], options.get("tmp_dir") or None)
+
+
+def _bucket(options: Any) -> cloud.Bucket:
+    return cloud.Bucket(options["bucket"], options.get("prefix", ""))
+
+
+class SlimtaItemsReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.backend = options.get("backend")
+        if self.backend not in ("disk", "redis", "s3"):
+            raise ConfigError(f"option 'backend' must be disk, redis or s3, not {self.backend!r}")
+
+    def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+        parts: list[InputPartition] = []
+        if self.backend == "disk":
+            listing = disk.list_store(_disk_layout(self.options))
+            ids: list[tuple[str, int | None]] = list(
+                zip(listing.env_ids, range(len(listing.env_ids)), strict=True)
+            )
+            ids += [(i, None) for i in listing.meta_only_ids]
+            parts += [DiskPartition(chunk, []) for chunk in _chunks(ids)]
+            parts += [DiskPartition([], chunk) for chunk in _chunks(listing.tmp_files)]
+        elif self.backend == "redis":
+            server = RedisServer.from_options(self.options)
+            keys = redis_store.list_keys(server, self.options["prefix"])
+            parts += [RedisPartition(chunk) for chunk in _chunks(keys)]
+        else:
+            endpoint = S3Endpoint.from_options(self.options)
+            objects = cloud.list_objects(endpoint, _bucket(self.options))
+            parts += [S3Partition(chunk) for chunk in _chunks(objects)]
+        return parts
+
+    def read(self, partition: InputPartition | None) -> Iterator[tuple]:  # type: ignore[override]
+        items: Iterator[Item]
+        if isinstance(partition, DiskPartition):
+            layout = _disk_layout(self.options)
+            items = disk.read_items(layout, partition.ids, partition.tmp_files)
+        elif isinstance(partition, RedisPartition):
+            server = RedisServer.from_options(self.options)
+            items = redis_store.read_items(server, self.options["prefix"], partition.keys)
+        elif isinstance(partition, S3Partition):
+            endpoint = S3Endpoint.from_options(self.options)
+            items = cloud.read_items(endpoint, _bucket(self.options), partition.objects)
+        else:  # nothing listed: Spark plans one empty partition
+            return
+        for item in items:
+            yield item.as_row()
+
+
+class SlimtaItemsSource(DataSource):
+    """``spark.read.format("slimta_items")``: the items of one slimta store (`items.ITEMS`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "slimta_items"
+
+    def schema(self) -> str:
+        return ITEMS
+
+    def reader(self, schema: Any) -> SlimtaItemsReader:
+        return SlimtaItemsReader(dict(self.options))
+
+
+def _options(stores: Stores) -> list[dict[str, str]]:
+    """One option set per store to read through the data source."""
+    sets = []
+    if stores.disk:
+        layout = stores.disk
+        sets.append(
+            {"backend": "disk", "env_dir": layout.env_dir, "meta_dir": layout.meta_dir}
+            | ({"tmp_dir": layout.tmp_dir} if layout.tmp_dir else {})
+        )
+    if stores.redis:
+        sets.append({"backend": "redis", "prefix": stores.redis_prefix} | stores.redis.to_options())
+    if stores.s3:
+        sets.append(
+            {"backend": "s3", "bucket": stores.s3.bucket, "prefix": stores.s3.prefix}
+            | stores.s3_endpoint.to_options()
+        )
+    return sets
+
+
+def read_items(spark: SparkSession, stores: Stores) -> DataFrame:
+    """Every item of `stores` (`items.ITEMS`), lazily; the SQS export is read on the driver."""
+    option_sets = _options(stores)
+    if not option_sets and stores.sqs_export is None:
+        raise ConfigError("no slimta store given (--disk, --redis or --s3)")
+    if stores.sqs_export is not None and stores.s3 is None:
+        raise ConfigError("--sqs-export needs --s3: the bucket its messages point into")
+    spark.dataSource.register(SlimtaItemsSource)
+    frame = spark.createDataFrame([], ITEMS)
+    for options in option_sets:
+        loaded = spark.read.format(SlimtaItemsSource.name()).options(**options).load()
+        frame = frame.unionByName(loaded)
+    if stores.sqs_export is not None and stores.s3 is not None:
+        rows = [i.as_row() for i in cloud.read_sqs_export(stores.sqs_export, stores.s3)]
+        frame = frame.unionByName(spark.createDataFrame(rows, ITEMS))
+    return frame
