@@ -29,6 +29,12 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
 
+def exit_status(rows: Iterable[dict[str, Any]]) -> int:
+    """An audit's exit status: 1 when any finding is ``error`` or worse, else 0."""
+    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
+    return 1 if worst >= SEVERITIES.index("error") else 0
+
+
 @dataclass(frozen=True)
 class Finding:
     """One finding as a plain value (for checks that build findings in Python, and for tests)."""

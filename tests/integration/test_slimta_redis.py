@@ -149,3 +149,13 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
         "slimta.remove_queue_entry",
     ]
     assert not os.path.exists(MARKER)
+
+
+def test_an_unreachable_server_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    from mqforensics.services.process import free_ports
+
+    (port,) = free_ports(1)
+    status, rows = audit(["--redis", f"redis://127.0.0.1:{port}/0"], tmp_path / "out")
+    err = capsys.readouterr().err
+    assert status == 2 and rows == []
+    assert f"Redis at 127.0.0.1:{port}/0 is unreachable" in err and "Traceback" not in err

@@ -220,6 +220,8 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
         "orphaned_blobs",
         "racl_repair",
         "garbage_segments",
+        "queued_mail",
+        "queue_leftovers",
     )
 
 
@@ -237,6 +239,14 @@ ERASE = 'id = "x"\nkind = "erase_subject"\nlegal_basis = "basis"\n'
         (
             minimal('id = "x"\nkind = "orphaned_blobs"\nlegal_basis = "basis"\n'),
             "rule 'x': older_than is required for orphaned_blobs",
+        ),
+        (
+            minimal('id = "x"\nkind = "queued_mail"\nlegal_basis = "basis"\n'),
+            "rule 'x': older_than is required for queued_mail",
+        ),
+        (
+            minimal('id = "x"\nkind = "queue_leftovers"\nlegal_basis = "basis"\n'),
+            "rule 'x': older_than is required for queue_leftovers",
         ),
         (minimal(CONSUMED, "version = 1\nmode = 'fast'"), ": unknown key 'mode' (known: "),
         (minimal(CONSUMED + "olderthan = '1d'\n"), "rule 'x' (consumed_mail): unknown key "),

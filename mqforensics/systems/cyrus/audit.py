@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import InputError
-from mqforensics.findings import SEVERITIES, Finding, severity_rank
+from mqforensics.findings import Finding, exit_status
 from mqforensics.systems.cyrus import checks, dumps, pseudonyms, skiplist, twoskip
 from mqforensics.systems.cyrus.checks import Database
 from mqforensics.systems.james.audit import parse_instant, summarise, write_findings
@@ -135,5 +135,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"Cyrus {args.cyrus_version}: {len(args.inputs)} input(s), one Spark task each")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'}, findings.parquet and sharing.json")
-    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
-    return 1 if worst >= SEVERITIES.index("error") else 0
+    return exit_status(rows)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.errors import ConfigError
-from mqforensics.findings import SEVERITIES, severity_rank
+from mqforensics.findings import exit_status
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -230,5 +230,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"James queue state: {state.source}; judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")
-    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
-    return 1 if worst >= SEVERITIES.index("error") else 0
+    return exit_status(rows)

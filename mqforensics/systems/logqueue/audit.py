@@ -13,7 +13,7 @@ import datetime as dt
 from pathlib import Path
 
 from mqforensics.errors import ConfigError
-from mqforensics.findings import SEVERITIES, severity_rank
+from mqforensics.findings import exit_status
 from mqforensics.systems.james.audit import parse_duration, parse_instant, summarise, write_findings
 from mqforensics.systems.logqueue import checks
 
@@ -67,5 +67,4 @@ def run(args: argparse.Namespace) -> int:
           f"judged at {as_of:%Y-%m-%dT%H:%M:%SZ}")  # fmt: skip
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")
-    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
-    return 1 if worst >= SEVERITIES.index("error") else 0
+    return exit_status(rows)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import ConfigError
-from mqforensics.findings import SEVERITIES, severity_rank
+from mqforensics.findings import exit_status
 from mqforensics.systems.james.audit import parse_duration, parse_instant, summarise, write_findings
 from mqforensics.systems.slimta import checks
 from mqforensics.systems.slimta.redis_store import DEFAULT_PREFIX
@@ -135,5 +135,4 @@ def run(args: argparse.Namespace) -> int:
         print("note: no --tmp-dir given: stale_tmp was not checked")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")
-    worst = max((severity_rank(r["severity"]) for r in rows), default=-1)
-    return 1 if worst >= SEVERITIES.index("error") else 0
+    return exit_status(rows)

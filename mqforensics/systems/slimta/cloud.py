@@ -82,11 +82,8 @@ def message_item(bucket: Bucket, listed: Listed, body: bytes, metadata: dict[str
     """One stored object: the body decoded as an envelope, the metadata as slimta's meta."""
     item = Item(BACKEND, bucket.store, MESSAGE, listed.key[len(bucket.prefix) :])
     item.parts.append(Part(listed.key, listed.size, listed.etag, listed.modified))
-    try:
-        item.envelope = safe_pickle.decode_envelope(body)
-        item.envelope_state = OK
-    except safe_pickle.SlimtaPickleError as exc:
-        item.envelope_state, item.envelope_error = exc.kind, exc.detail
+    item.metadata = json.dumps(metadata, sort_keys=True)
+    item.take_envelope(body)
     if not any(metadata.get(k) for k in ("timestamp", "attempts", "delivered_indexes")):
         return item  # meta_state stays "missing"
     try:

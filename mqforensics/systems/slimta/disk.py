@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mqforensics.errors import InputError
 from mqforensics.systems.slimta import safe_pickle
-from mqforensics.systems.slimta.items import MESSAGE, OK, TMP_FILE, Item, Part, text
+from mqforensics.systems.slimta.items import MESSAGE, MISSING, OK, TMP_FILE, Item, Part, text
 
 BACKEND = "disk"
 ENV_SUFFIX, META_SUFFIX = ".env", ".meta"
@@ -117,29 +117,19 @@ def read_message(layout: DiskLayout, message_id: str, position: int | None) -> I
     item = Item(BACKEND, layout.store, MESSAGE, message_id, load_position=position)
     env_path = os.path.join(layout.env_dir, message_id + ENV_SUFFIX)
     meta_path = os.path.join(layout.meta_dir, message_id + META_SUFFIX)
-    try:
-        env = _read(env_path)
-    except OSError as exc:
-        env = None
-        item.envelope_state, item.envelope_error = UNREADABLE, _unreadable(exc)
-    if env is not None:
-        item.parts.append(env[1])
+    for half, path, take in (
+        ("envelope", env_path, item.take_envelope),
+        ("meta", meta_path, item.take_meta),
+    ):
         try:
-            item.envelope = safe_pickle.decode_envelope(env[0])
-            item.envelope_state = OK
-        except safe_pickle.SlimtaPickleError as exc:
-            item.envelope_state, item.envelope_error = exc.kind, exc.detail
-    try:
-        meta = _read(meta_path)
-    except OSError as exc:
-        meta = None
-        item.meta_state, item.meta_error = UNREADABLE, _unreadable(exc)
-    if meta is not None:
-        item.parts.append(meta[1])
-        try:
-            item.set_meta(safe_pickle.decode_meta(meta[0]))
-        except safe_pickle.SlimtaPickleError as exc:
-            item.meta_state, item.meta_error = exc.kind, exc.detail
+            read = _read(path)
+        except OSError as exc:
+            setattr(item, f"{half}_state", UNREADABLE)
+            setattr(item, f"{half}_error", _unreadable(exc))
+            continue
+        if read is not None:
+            item.parts.append(read[1])
+            take(read[0])
     return item
 
 
@@ -156,17 +146,11 @@ def read_tmp_file(layout: DiskLayout, name: str) -> Item | None:
         return None
     data, part = read
     item.parts.append(part)
-    try:
-        item.envelope = safe_pickle.decode_envelope(data)
-        item.envelope_state = OK
-    except safe_pickle.SlimtaPickleError as exc:
-        item.envelope_state, item.envelope_error = exc.kind, exc.detail
-        if exc.kind == safe_pickle.WRONG_TYPE:  # a whole pickle, but no envelope: a meta?
-            try:
-                item.set_meta(safe_pickle.decode_meta(data))
-                item.envelope_state, item.envelope_error = "missing", None
-            except safe_pickle.SlimtaPickleError:
-                pass
+    item.take_envelope(data)
+    if item.envelope_state == safe_pickle.WRONG_TYPE:  # a whole pickle, but no envelope: a meta?
+        item.take_meta(data)
+        if item.meta_state == OK:
+            item.envelope_state, item.envelope_error = MISSING, None
     return item
 
 

@@ -13,10 +13,11 @@ An *item* is what a person or a plan acts on as a whole:
 ``parts`` are the stored things that make up the item, each with its ``name`` (absolute path,
 Redis key or S3 key), ``size``, ``digest`` (sha256 of a file, `digests.hash_fields_digest` of
 a hash, the ETag of an object) and ``modified``: exactly what a cleanup plan's precondition
-re-checks. ``envelope_state`` / ``meta_state`` say whether each half decoded: ``ok``,
-``missing``, or a `safe_pickle` error kind (``unsafe_pickle``, ``corrupt_pickle``,
-``wrong_type``) with the reason in ``*_error`` (never message content). Everything decoded from
-the envelope is null when it did not decode.
+re-checks (with ``metadata``, an S3 object's user metadata as JSON: slimta rewrites it on
+every attempt without changing the ETag). ``envelope_state`` / ``meta_state`` say whether
+each half decoded: ``ok``, ``missing``, or a `safe_pickle` error kind (``unsafe_pickle``,
+``corrupt_pickle``, ``wrong_type``) with the reason in ``*_error`` (never message content).
+Everything decoded from the envelope is null when it did not decode.
 
 Times: ``arrival`` is the envelope's own ``timestamp`` (set by slimta's edge when it received
 the message); ``next_attempt`` is the meta ``timestamp``, which slimta sets to *now* at enqueue
@@ -29,6 +30,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqforensics.systems.slimta import safe_pickle
 from mqforensics.systems.slimta.safe_pickle import EnvelopeData, MetaData
 
 SYSTEM = "slimta"
@@ -44,7 +46,7 @@ ITEMS = (
     "arrival timestamp, message_bytes bigint, client_ip string, client_host string, "
     "client_name string, client_protocol string, receiver string, is_bounce boolean, "
     "message_id string, delivered_indexes array<int>, delivered_indexes_type string, "
-    "entry_hex string"
+    "entry_hex string, metadata string"
 )
 
 _INT32 = (1 << 31) - 1
@@ -99,6 +101,22 @@ class Item:
     delivered_indexes: list[int] | None = None
     delivered_indexes_type: str | None = None
     entry_hex: str | None = None
+    metadata: str | None = None
+
+    def take_envelope(self, data: bytes) -> None:
+        """Decode `data` as the envelope; `envelope_state` says how that went."""
+        try:
+            self.envelope = safe_pickle.decode_envelope(data)
+            self.envelope_state = OK
+        except safe_pickle.SlimtaPickleError as exc:
+            self.envelope_state, self.envelope_error = exc.kind, exc.detail
+
+    def take_meta(self, data: bytes) -> None:
+        """Decode `data` as a pickled meta dict; `meta_state` says how that went."""
+        try:
+            self.set_meta(safe_pickle.decode_meta(data))
+        except safe_pickle.SlimtaPickleError as exc:
+            self.meta_state, self.meta_error = exc.kind, exc.detail
 
     def set_meta(self, meta: MetaData) -> None:
         self.meta_state = OK
@@ -144,4 +162,5 @@ class Item:
             indexes,
             self.delivered_indexes_type,
             self.entry_hex,
+            self.metadata,
         )

@@ -29,6 +29,17 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def plan_inputs(stores, retry_maximum: int) -> dict:
+    """The plan header's inputs: the stores (no credential) and the disk layout, which the
+    executor's census needs to find each ``.meta``."""
+    inputs: dict = {"stores": stores.describe(), "retry_maximum": retry_maximum}
+    if stores.disk is not None:
+        layout = stores.disk
+        inputs["disk"] = {"env_dir": layout.env_dir, "meta_dir": layout.meta_dir,
+                          "tmp_dir": layout.tmp_dir}  # fmt: skip
+    return inputs
+
+
 def run(args: argparse.Namespace) -> int:
     from mqforensics.retention.manifest import write_plan
     from mqforensics.retention.policy import load_policy
@@ -50,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         system=SYSTEM,
         as_of=as_of,
         policy=policy,
-        inputs={"stores": stores.describe(), "retry_maximum": args.retry_maximum},
+        inputs=plan_inputs(stores, args.retry_maximum),
         actions=parts.actions,
         deferred=parts.deferred,
         notes=parts.notes,

@@ -20,6 +20,7 @@ not consume queues: delete them with the SQS API after the objects are gone).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ EVIDENCE = (
 )
 NOT_A_HASH = "the key is not a hash: inspect it by hand"
 SQS_NOT_PURGED = "an SQS message: the purger does not consume queues, delete it with the SQS API"
-NO_MESSAGE_KEY = "delete the message hash first"
+NO_ETAG = "the store gave no ETag for the object: nothing to re-check it against"
 
 
 @dataclass
@@ -147,6 +148,10 @@ class SlimtaPlanner:
                     Deferred(self._kind(row), self._target(row), ids, EVIDENCE)
                 )
                 continue
+            if row["backend"] == "s3" and not row["parts"][0]["digest"]:
+                target = self._target(row)
+                self.out.deferred.append(Deferred(DELETE_OBJECT, target, ids, NO_ETAG))
+                continue
             if item_kind == OTHER_KEY:
                 target = self._target(row)
                 self.out.deferred.append(Deferred(DELETE_REDIS_HASH, target, ids, NOT_A_HASH))
@@ -220,7 +225,9 @@ class SlimtaPlanner:
                               for p in parts}}  # fmt: skip
         if backend == "redis":
             return {"fields_sha256": parts[0]["digest"]}
-        return {"etag": parts[0]["digest"], "size": parts[0]["size"]}
+        # slimta counts an attempt by rewriting the metadata, which keeps the ETag.
+        metadata = json.loads(row["metadata"]) if row["metadata"] else {}
+        return {"etag": parts[0]["digest"], "size": parts[0]["size"], "metadata": metadata}
 
     def _action(self, row: dict[str, Any], rules: tuple[str, ...]) -> Action:
         what = {MESSAGE: "queued message", TMP_FILE: "tmp_dir file", QUEUE_ENTRY: "queue entry"}

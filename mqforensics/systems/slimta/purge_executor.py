@@ -34,23 +34,22 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, Verdict
 from mqforensics.retention.manifest import Action, Plan, fsync_directory
 from mqforensics.systems.slimta.digests import file_digest, hash_fields_digest
+from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX
+from mqforensics.systems.slimta.planner import (
+    DELETE_FILES,
+    DELETE_OBJECT,
+    DELETE_REDIS_HASH,
+    REMOVE_QUEUE_ENTRY,
+)
 from mqforensics.systems.slimta.redis_server import RedisServer
+from mqforensics.systems.slimta.redis_store import QUEUE_SUFFIX, glob_escape
 
-DELETE_FILES = "slimta.delete_files"
-DELETE_REDIS_HASH = "slimta.delete_redis_hash"
-REMOVE_QUEUE_ENTRY = "slimta.remove_queue_entry"
-DELETE_OBJECT = "slimta.delete_object"
-KINDS = (DELETE_FILES, DELETE_REDIS_HASH, REMOVE_QUEUE_ENTRY, DELETE_OBJECT)
-
-ENV_SUFFIX, META_SUFFIX = ".env", ".meta"
-QUEUE_SUFFIX = "queue"
 SCAN_COUNT = 1000
 PIPELINE_BATCH = 1000
 WATCH_ATTEMPTS = 2  # a hash: re-verify once after slimta touched it, then give up
@@ -275,10 +274,6 @@ def _declared_meta_dirs(value: Any) -> Iterator[tuple[str, str]]:
 # -- Redis -----------------------------------------------------------------------------------
 
 
-def _glob_escape(prefix: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in prefix)
-
-
 def _type_name(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -408,7 +403,7 @@ class RedisExecutor:
             keys = {
                 key
                 for key in client.scan_iter(
-                    match=_glob_escape(prefix) + "*", count=SCAN_COUNT, _type="hash"
+                    match=glob_escape(prefix) + "*", count=SCAN_COUNT, _type="hash"
                 )
                 if key not in named
             }
@@ -763,17 +758,5 @@ def build_executors(plan: Plan, args: argparse.Namespace) -> list[Any]:
 
 
 def redis_override(url: str | None) -> RedisServer | None:
-    """The server of ``--redis``; its password must come from ``MQF_REDIS_PASSWORD``, since a
-    command line is visible to every user of the machine (and the URL's is never repeated)."""
-    if not url:
-        return None
-    try:
-        password = urlparse(url if "://" in url else f"redis://{url}").password
-    except ValueError:
-        password = None  # RedisServer.parse says what is wrong with it
-    if password:
-        raise ConfigError(
-            "--redis: a password in the URL is refused (command lines can be read by every "
-            "user of the machine); set MQF_REDIS_PASSWORD instead"
-        )
-    return RedisServer.parse(url)
+    """The server of ``--redis`` (its login only from the environment: `RedisServer.parse`)."""
+    return RedisServer.parse(url) if url else None

@@ -1,9 +1,9 @@
 """Where a slimta RedisStorage lives, and how to reach it without leaking its password.
 
 ``--redis redis://HOST[:PORT][/DB]`` (``rediss://`` for TLS) names the server; the login comes
-from ``MQF_REDIS_USERNAME`` / ``MQF_REDIS_PASSWORD``. A password written into the URL is
-accepted (some deployments only have that) but never shown: `where` and every error name the
-server as ``HOST:PORT/DB``.
+from ``MQF_REDIS_USERNAME`` / ``MQF_REDIS_PASSWORD`` only. A password written into the URL is
+refused (every user of the machine can read a command line) without being repeated; `where`
+and every error name the server as ``HOST:PORT/DB``.
 """
 
 from __future__ import annotations
@@ -48,8 +48,13 @@ class RedisServer:
             raise ConfigError(
                 f"--redis {parsed.hostname}: the port and the database must be numbers"
             ) from None
+        if parsed.password:
+            raise ConfigError(
+                "--redis: a password in the URL is refused (command lines can be read by every "
+                "user of the machine); set MQF_REDIS_PASSWORD instead"
+            )
         username = env.get("MQF_REDIS_USERNAME") or (unquote(parsed.username or "") or None)
-        password = env.get("MQF_REDIS_PASSWORD") or (unquote(parsed.password or "") or None)
+        password = env.get("MQF_REDIS_PASSWORD") or None
         return cls(parsed.hostname, port, db, parsed.scheme == "rediss", username, password)
 
     def to_options(self) -> dict[str, str]:

@@ -32,7 +32,7 @@ def queue_key(prefix: str) -> bytes:
     return (prefix + QUEUE_SUFFIX).encode()
 
 
-def _glob_escape(prefix: str) -> str:
+def glob_escape(prefix: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in prefix)
 
 
@@ -42,7 +42,7 @@ def list_keys(server: RedisServer, prefix: str) -> list[bytes]:
 
     client = server.client()
     try:
-        keys = set(client.scan_iter(match=_glob_escape(prefix) + "*", count=SCAN_COUNT))
+        keys = set(client.scan_iter(match=glob_escape(prefix) + "*", count=SCAN_COUNT))
     except redis.RedisError as exc:
         raise redis_error(exc, server, f"listing {prefix}*") from None
     finally:
@@ -68,11 +68,7 @@ def message_item(server: RedisServer, prefix: str, key: bytes, fields: dict[byte
     item.parts.append(Part(_text(key), size, hash_fields_digest(fields), None))
     envelope = fields.get(b"envelope")
     if envelope is not None:
-        try:
-            item.envelope = safe_pickle.decode_envelope(envelope)
-            item.envelope_state = OK
-        except safe_pickle.SlimtaPickleError as exc:
-            item.envelope_state, item.envelope_error = exc.kind, exc.detail
+        item.take_envelope(envelope)
     if b"timestamp" in fields or b"attempts" in fields:
         try:
             timestamp = _number(fields.get(b"timestamp"), float)
