@@ -166,6 +166,31 @@ def s3_error(exc: Exception, endpoint: S3Endpoint, location: Location) -> Except
     return ServerUnavailable(f"{endpoint.where} failed listing {where}: {type(exc).__name__}")
 
 
+def classify_s3_error(exc: BaseException) -> str | None:
+    """ "retry" for timeouts and unavailable endpoints, "auth" for refused credentials."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(exc, NoCredentialsError):
+        return "auth"
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
+        return "retry"
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
+            return "auth"
+        if code in ("SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "503"):
+            return "retry"
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return "retry"
+    return None
+
+
 class BlobListingSource(DataSource):
     """``spark.read.format("mqf_blobs")``: object inventory of a bucket or directory."""
 

@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.blobstore import S3Endpoint
+from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.cassandra_connection import CassandraEndpoint
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, Verdict
@@ -583,9 +583,6 @@ class JamesExecutor:
 
 def classify_error(exc: BaseException) -> str | None:
     """ "retry" for timeouts and unavailable servers, "auth" for refused credentials."""
-    from botocore.exceptions import ClientError, EndpointConnectionError
-    from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeout
-    from botocore.exceptions import ReadTimeoutError as BotoReadTimeout
     from cassandra import AuthenticationFailed as DriverAuthFailed
     from cassandra import OperationTimedOut, Timeout, Unauthorized, Unavailable
     from cassandra.cluster import NoHostAvailable
@@ -598,17 +595,7 @@ def classify_error(exc: BaseException) -> str | None:
         return "auth" if "AuthenticationFailed" in text or "Bad credentials" in text else "retry"
     if isinstance(exc, OperationTimedOut | Timeout | Unavailable | ConnectionException):
         return "retry"
-    if isinstance(exc, EndpointConnectionError | BotoConnectTimeout | BotoReadTimeout):
-        return "retry"
-    if isinstance(exc, ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
-            return "auth"
-        if code in ("SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "503"):
-            return "retry"
-    if isinstance(exc, ConnectionError | TimeoutError):
-        return "retry"
-    return None
+    return classify_s3_error(exc)
 
 
 def build_executors(plan: Plan, args: argparse.Namespace) -> list[JamesExecutor]:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mqforensics.blobstore import S3Endpoint
+from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, Verdict
 from mqforensics.retention.manifest import Action, Plan, fsync_directory
@@ -709,31 +709,6 @@ class S3Executor:
 
     def close(self) -> None:
         return None
-
-
-def classify_s3_error(exc: BaseException) -> str | None:
-    """ "retry" for timeouts and unavailable endpoints, "auth" for refused credentials."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(exc, NoCredentialsError):
-        return "auth"
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
-        return "retry"
-    if isinstance(exc, ClientError):
-        code = _error_code(exc)
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
-            return "auth"
-        if code in ("SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "503"):
-            return "retry"
-    if isinstance(exc, ConnectionError | TimeoutError):
-        return "retry"
-    return None
 
 
 # -- factory ---------------------------------------------------------------------------------
