@@ -172,6 +172,16 @@ def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:
     return with_parsed_blob_ids(frame.select(*wanted))
 
 
+def add_findings_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out``, ``--as-of`` and ``--reveal-addresses`` of the logqueue and slimta audits."""
+    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
+    parser.add_argument("--as-of", type=parse_instant, help="instant judged at (default: now)")
+    parser.add_argument(
+        "--reveal-addresses", action="store_true",
+        help="show mail addresses as they are (default: pseudonymised)",
+    )  # fmt: skip
+
+
 def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     """Write findings.parquet and findings.json atomically; return the findings as dicts."""
     out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from mqforensics.errors import ConfigError
 from mqforensics.findings import exit_status
-from mqforensics.systems.james.audit import parse_duration, parse_instant, summarise, write_findings
+from mqforensics.systems.james.audit import (
+    add_findings_arguments,
+    parse_duration,
+    summarise,
+    write_findings,
+)
 from mqforensics.systems.logqueue import checks
 
 
@@ -32,8 +37,7 @@ def parse_bytes(text: str) -> int:
 def add_parser(systems: argparse._SubParsersAction) -> None:
     parser = systems.add_parser("logqueue", help="log-structured (crash-only) MTA queue dirs")
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
-    parser.add_argument("--as-of", type=parse_instant, help="instant judged at (default: now)")
+    add_findings_arguments(parser)
     parser.add_argument(
         "--retry-horizon", type=parse_duration, default=checks.DEFAULT_RETRY_HORIZON,
         help="a message not finished this long after its first envelope is stuck (default 5d)",
@@ -41,10 +45,6 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--restart-lag-bytes", type=parse_bytes, default=checks.DEFAULT_RESTART_LAG_BYTES,
         help="segment bytes the saved restart suffix may lag the garbage end (default 64 MiB)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reveal-addresses", action="store_true",
-        help="show mail addresses as they are (default: pseudonymised)",
     )  # fmt: skip
     parser.set_defaults(run=run)
 

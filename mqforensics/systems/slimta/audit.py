@@ -16,7 +16,12 @@ from pathlib import Path
 from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import ConfigError
 from mqforensics.findings import exit_status
-from mqforensics.systems.james.audit import parse_duration, parse_instant, summarise, write_findings
+from mqforensics.systems.james.audit import (
+    add_findings_arguments,
+    parse_duration,
+    summarise,
+    write_findings,
+)
 from mqforensics.systems.slimta import checks
 from mqforensics.systems.slimta.redis_store import DEFAULT_PREFIX
 
@@ -86,8 +91,7 @@ def stores_of(args: argparse.Namespace):  # -> fleet.Stores (imported lazily: Sp
 def add_parser(systems: argparse._SubParsersAction) -> None:
     parser = systems.add_parser("slimta", help="python-slimta queue storage (disk, Redis, S3)")
     add_store_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="directory for the findings")
-    parser.add_argument("--as-of", type=parse_instant, help="instant judged at (default: now)")
+    add_findings_arguments(parser)
     parser.add_argument(
         "--retry-maximum", type=parse_count, default=checks.DEFAULT_RETRY_MAXIMUM,
         help="the slimta app's retry: maximum (default %(default)s: no retry configured)",
@@ -99,10 +103,6 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--stale-tmp", type=parse_duration, default=checks.DEFAULT_STALE_TMP,
         help="age after which a tmp_dir file is a leftover (default 1h)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reveal-addresses", action="store_true",
-        help="show mail addresses as they are (default: pseudonymised)",
     )  # fmt: skip
     parser.set_defaults(run=run)
 
