@@ -16,13 +16,16 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqforensics.errors import InputError
 from mqforensics.findings import Finding, exit_status
 from mqforensics.systems.cyrus import checks, dumps, pseudonyms, skiplist, twoskip
 from mqforensics.systems.cyrus.checks import Database
 from mqforensics.systems.james.audit import parse_instant, summarise, write_findings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,15 +109,17 @@ def _finding_of(row: Any) -> Finding:
     return Finding(**values)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Every input is read and checked by Spark, one task per file (`fleet`)."""
+def audit(
+    spark: SparkSession, args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every input is read and checked by Spark, one task per file (`fleet`); the findings and
+    the sharing report (both pseudonymised unless ``--reveal-addresses``) are written to
+    ``args.out`` and returned."""
     from mqforensics.findings import to_frame
-    from mqforensics.spark import session
     from mqforensics.systems.cyrus import fleet
 
     admins = args.admin if args.admin is not None else list(checks.DEFAULT_ADMINS)
     as_of = args.as_of or dt.datetime.now(dt.UTC).replace(microsecond=0)
-    spark = session("mqforensics-audit-cyrus")
     frame = fleet.fleet_findings(
         spark, args.inputs, args.cyrus_version, admins, as_of, args.default_domain
     )
@@ -132,6 +137,13 @@ def run(args: argparse.Namespace) -> int:
     tmp = args.out / ".sharing.json.tmp"
     tmp.write_text(json.dumps(sharing, indent=1, sort_keys=True) + "\n")
     tmp.replace(args.out / "sharing.json")
+    return rows, sharing
+
+
+def run(args: argparse.Namespace) -> int:
+    from mqforensics.spark import session
+
+    rows, _ = audit(session("mqforensics-audit-cyrus"), args)
     print(f"Cyrus {args.cyrus_version}: {len(args.inputs)} input(s), one Spark task each")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'}, findings.parquet and sharing.json")

@@ -224,18 +224,24 @@ def summarise(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    from mqforensics.spark import session
+def audit(spark: SparkSession, args: argparse.Namespace) -> tuple[JamesState, list[dict[str, Any]]]:
+    """Read the state the options name, run the checks and write the findings to ``args.out``;
+    the state stays persisted for the caller (a notebook explores it; `run` unpersists it)."""
     from mqforensics.systems.james.checks import AuditOptions, run_checks
 
-    spark = session("mqforensics-audit-james")
     state = load_state(spark, args)
     options = AuditOptions(
         stuck_after=args.stuck_after,
         blob_grace=args.blob_grace,
         references_complete=args.references_complete,
     )
-    rows = write_findings(run_checks(state, options), args.out)
+    return state, write_findings(run_checks(state, options), args.out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mqforensics.spark import session
+
+    state, rows = audit(session("mqforensics-audit-james"), args)
     state.unpersist()
     print(f"James queue state: {state.source}; judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}")
     print(summarise(rows))

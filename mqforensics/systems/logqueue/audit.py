@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mqforensics.errors import ConfigError
 from mqforensics.findings import exit_status
@@ -21,6 +22,11 @@ from mqforensics.systems.james.audit import (
     write_findings,
 )
 from mqforensics.systems.logqueue import checks
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from mqforensics.systems.logqueue.state import LogQueueState
 
 
 def parse_bytes(text: str) -> int:
@@ -49,12 +55,13 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from mqforensics.spark import session
+def audit(
+    spark: SparkSession, args: argparse.Namespace
+) -> tuple[LogQueueState, checks.AuditOptions, list[dict[str, Any]]]:
+    """Read and replay the directories, run the checks and write the findings to ``args.out``."""
     from mqforensics.systems.logqueue.state import read_state
 
     as_of = args.as_of or dt.datetime.now(dt.UTC).replace(microsecond=0)
-    spark = session("mqforensics-audit-logqueue")
     state = read_state(spark, args.dirs)
     options = checks.AuditOptions(
         as_of=as_of,
@@ -62,7 +69,14 @@ def run(args: argparse.Namespace) -> int:
         restart_lag_bytes=args.restart_lag_bytes,
         reveal_addresses=args.reveal_addresses,
     )
-    rows = write_findings(checks.run_checks(state, options), args.out)
+    return state, options, write_findings(checks.run_checks(state, options), args.out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mqforensics.spark import session
+
+    state, options, rows = audit(session("mqforensics-audit-logqueue"), args)
+    as_of = options.as_of
     print(f"Log queues: {len(state.dirs)} dir(s), one Spark task per segment file; "
           f"judged at {as_of:%Y-%m-%dT%H:%M:%SZ}")  # fmt: skip
     print(summarise(rows))

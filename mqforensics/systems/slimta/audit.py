@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import ConfigError
@@ -24,6 +25,9 @@ from mqforensics.systems.james.audit import (
 )
 from mqforensics.systems.slimta import checks
 from mqforensics.systems.slimta.redis_store import DEFAULT_PREFIX
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def parse_count(text: str) -> int:
@@ -118,15 +122,21 @@ def audit_options(args: argparse.Namespace, stores) -> checks.AuditOptions:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from mqforensics.spark import computed, session
+def audit(spark: SparkSession, args: argparse.Namespace):  # -> (Stores, options, items, rows)
+    """Read the stores into the items frame (computed), run the checks and write the findings."""
+    from mqforensics.spark import computed
     from mqforensics.systems.slimta.fleet import read_items
 
     stores = stores_of(args)
     options = audit_options(args, stores)
-    spark = session("mqforensics-audit-slimta")
     items = computed(read_items(spark, stores))
-    rows = write_findings(checks.run_checks(items, options), args.out)
+    return stores, options, items, write_findings(checks.run_checks(items, options), args.out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mqforensics.spark import session
+
+    stores, options, items, rows = audit(session("mqforensics-audit-slimta"), args)
     counts = {r["kind"]: r["count"] for r in items.groupBy("kind").count().collect()}
     print(f"slimta: {', '.join(stores.describe())}; judged at {options.as_of:%Y-%m-%dT%H:%M:%SZ}")
     print("items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in

@@ -1,0 +1,237 @@
+"""What a notebook audits: a bundled sample, or the real store its environment names.
+
+Each notebook calls one function here. It turns the environment into the arguments of the
+matching ``mqforensics audit <system>`` command, parses them with that command's own parser and
+runs that command's ``audit`` function, so a notebook and the CLI always read, check and
+pseudonymise alike. With no environment, the bundled sample of ``datasets/<system>/sample`` is
+audited with the options its ``ANOMALIES.md`` is written for.
+
+- ``MQF_<SYSTEM>_ARGS`` (``MQF_JAMES_ARGS``, ``MQF_LOGQUEUE_ARGS``, ``MQF_CYRUS_ARGS``,
+  ``MQF_SLIMTA_ARGS``): the source arguments of ``mqforensics audit <system>``, shell-quoted, e.g.
+  ``MQF_JAMES_ARGS="--cassandra cass1:9042 --blobs s3://james-default"``. Credentials stay in
+  their own variables (``MQF_CASSANDRA_PASSWORD``, ``MQF_REDIS_PASSWORD``, ``AWS_*``), never here.
+- ``MQF_AS_OF``: the instant judged at (default: the sample's, or now for a real source).
+- ``MQF_REVEAL_ADDRESSES=1``: show mail addresses as they are (default: pseudonymised).
+- ``MQF_NOTEBOOK_OUT``: where findings and plans are written (default ``out/notebooks`` of the
+  checkout, wherever the notebook runs from).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqforensics.errors import ConfigError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from pyspark.sql import SparkSession
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+DATASETS = CHECKOUT / "datasets"
+SYSTEMS = ("james", "logqueue", "cyrus", "slimta")
+
+
+@dataclass
+class NotebookAudit:
+    """One audit as a notebook sees it: where it read, the findings, and the frames to explore."""
+
+    system: str
+    source: str
+    bundled: bool
+    as_of: dt.datetime | None
+    out: Path
+    findings: list[dict[str, Any]]
+    # What the explorers and drill-downs need: `JamesState` (james), `LogQueueState`
+    # (logqueue), the items frame (slimta), the sharing rows (cyrus).
+    state: Any = None
+    # The source arguments the audit ran with (no --out/--as-of): a plan reads the same source.
+    source_argv: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        from mqforensics.systems.james.audit import summarise
+
+        judged = f", judged at {self.as_of:%Y-%m-%dT%H:%M:%SZ}" if self.as_of else ""
+        origin = "bundled sample" if self.bundled else "configured source"
+        return f"{self.system}: {self.source} ({origin}{judged})\n{summarise(self.findings)}"
+
+
+def output_dir(system: str) -> Path:
+    """``$MQF_NOTEBOOK_OUT/<system>`` (default ``out/notebooks/<system>`` of the checkout)."""
+    return Path(os.environ.get("MQF_NOTEBOOK_OUT") or CHECKOUT / "out" / "notebooks") / system
+
+
+def reveal_addresses() -> bool:
+    return os.environ.get("MQF_REVEAL_ADDRESSES", "").strip().lower() in {"1", "true", "yes"}
+
+
+def configured_args(system: str) -> list[str] | None:
+    """The source arguments of ``MQF_<SYSTEM>_ARGS``, or None when it is unset or empty."""
+    name = f"MQF_{system.upper()}_ARGS"
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"{name} is not shell-quoted arguments: {exc}") from None
+
+
+def parse_audit_args(system: str, argv: list[str]) -> argparse.Namespace:
+    """``mqforensics audit <system> ARGV`` parsed by the CLI's own parser; a usage error is a
+    ConfigError naming the variable rather than a SystemExit in the notebook."""
+    import contextlib
+    import io
+
+    from mqforensics.cli import build_parser
+
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            return build_parser().parse_args(["audit", system, *argv])
+    except SystemExit:
+        last = errors.getvalue().strip().splitlines()[-1:] or ["invalid arguments"]
+        raise ConfigError(
+            f"audit {system} arguments from MQF_{system.upper()}_ARGS: {last[0]}"
+        ) from None
+
+
+def _common(system: str, argv: list[str], out: Path, *, sample_as_of: str | None) -> list[str]:
+    as_of = os.environ.get("MQF_AS_OF") or sample_as_of
+    extra = ["--out", str(out)]
+    if as_of:
+        extra += ["--as-of", as_of]
+    if reveal_addresses() and system != "james":
+        extra.append("--reveal-addresses")
+    return [*argv, *extra]
+
+
+def audit_james(spark: SparkSession, out: Path | None = None) -> NotebookAudit:
+    """`audit james` of ``MQF_JAMES_ARGS`` or of the bundled snapshot with its blob listing."""
+    from mqforensics.systems.james import audit
+
+    out = out or output_dir("james")
+    sample = DATASETS / "james" / "sample"
+    argv = configured_args("james")
+    bundled = argv is None
+    if argv is None:
+        argv = ["--snapshot", str(sample), "--blob-listing", str(sample / "blob_inventory.parquet")]
+    args = parse_audit_args("james", _common("james", argv, out, sample_as_of=None))
+    state, rows = audit.audit(spark, args)
+    return NotebookAudit("james", state.source, bundled, state.as_of, out, rows, state, argv)
+
+
+def audit_logqueue(spark: SparkSession, out: Path | None = None) -> NotebookAudit:
+    """`audit logqueue` of ``MQF_LOGQUEUE_ARGS`` or of the bundled queue directories."""
+    from mqforensics.systems.logqueue import audit
+
+    out = out or output_dir("logqueue")
+    sample = DATASETS / "logqueue" / "sample"
+    argv = configured_args("logqueue")
+    bundled = argv is None
+    sample_as_of = None
+    if argv is None:
+        meta = json.loads((sample / "sample.json").read_text())
+        argv = [str(sample / name) for name in meta["queues"]]
+        sample_as_of = meta["as_of"]
+    args = parse_audit_args("logqueue", _common("logqueue", argv, out, sample_as_of=sample_as_of))
+    state, options, rows = audit.audit(spark, args)
+    source = ", ".join(state.dirs)
+    return NotebookAudit("logqueue", source, bundled, options.as_of, out, rows, state, argv)
+
+
+def audit_cyrus(spark: SparkSession, out: Path | None = None) -> NotebookAudit:
+    """`audit cyrus` of ``MQF_CYRUS_ARGS`` or of the bundled two backends."""
+    from mqforensics.systems.cyrus import audit
+
+    out = out or output_dir("cyrus")
+    sample = DATASETS / "cyrus" / "sample"
+    argv = configured_args("cyrus")
+    bundled = argv is None
+    if argv is None:
+        argv = [
+            str(sample / "backend1" / "mailboxes.db"),
+            str(sample / "backend2" / "mailboxes.show"),
+            "--default-domain",
+            "example.org",
+        ]
+    args = parse_audit_args("cyrus", _common("cyrus", argv, out, sample_as_of=None))
+    rows, sharing = audit.audit(spark, args)
+    source = ", ".join(str(p) for p in args.inputs)
+    return NotebookAudit("cyrus", source, bundled, args.as_of, out, rows, sharing, argv)
+
+
+def audit_slimta(spark: SparkSession, out: Path | None = None) -> NotebookAudit:
+    """`audit slimta` of ``MQF_SLIMTA_ARGS`` or of a materialized copy of the bundled DiskStorage
+    (``out/store``: git keeps no mtimes, the copy has them back)."""
+    import shutil
+
+    from mqforensics.systems.slimta import audit
+    from mqforensics.systems.slimta.sample import materialize
+
+    out = out or output_dir("slimta")
+    argv = configured_args("slimta")
+    bundled = argv is None
+    sample_as_of = None
+    if argv is None:
+        store = out / "store"
+        shutil.rmtree(store, ignore_errors=True)
+        copy = materialize(store)
+        layout = copy.layout
+        argv = ["--disk", str(layout.env_dir), "--meta-dir", str(layout.meta_dir),
+                "--tmp-dir", str(layout.tmp_dir)]  # fmt: skip
+        sample_as_of = copy.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")
+    args = parse_audit_args("slimta", _common("slimta", argv, out, sample_as_of=sample_as_of))
+    stores, options, items, rows = audit.audit(spark, args)
+    source = "; ".join(stores.describe())
+    return NotebookAudit("slimta", source, bundled, options.as_of, out, rows, items, argv)
+
+
+def policy_file(system: str) -> Path:
+    """``MQF_POLICY`` or the bundled sample's retention policy."""
+    configured = os.environ.get("MQF_POLICY")
+    return Path(configured) if configured else DATASETS / system / "sample" / "policy.toml"
+
+
+def plan_argv(
+    audit: NotebookAudit,
+    out: Path,
+    *,
+    policy: Path | None = None,
+    source_argv: list[str] | None = None,
+) -> list[str]:
+    """``mqforensics plan <system>`` of the audited source (or `source_argv`: a Cyrus plan reads
+    one database) with the policy, judged at the audit's instant."""
+    argv = ["plan", audit.system, *(source_argv or audit.source_argv)]
+    argv += ["--policy", str(policy or policy_file(audit.system)), "--out", str(out)]
+    if audit.as_of is not None:
+        argv += ["--as-of", audit.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    return argv
+
+
+def run_command(argv: list[str], *, replace_plan: bool = False) -> int:
+    """Run one ``mqforensics`` command in this process (typed errors propagate to the notebook).
+    With `replace_plan`, the ``--out`` plan directory of an earlier run is removed first, and only
+    when it holds a plan (plan.json) and nothing is journaled in it."""
+    import shutil
+
+    from mqforensics.cli import build_parser
+    from mqforensics.retention.manifest import JOURNAL, PLAN_JSON
+
+    args = build_parser().parse_args(argv)
+    out = getattr(args, "out", None)
+    if replace_plan and out is not None and Path(out).exists():
+        previous = Path(out)
+        if not (previous / PLAN_JSON).is_file() or (previous / JOURNAL).exists():
+            raise ConfigError(
+                f"{previous} is not an unused plan: remove it or choose another --out"
+            )
+        shutil.rmtree(previous)
+    print("$ mqforensics " + shlex.join(argv))
+    return int(args.run(args))
