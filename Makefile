@@ -37,7 +37,7 @@ test-unit: setup
 test: lint
 	$(PY) -m mqforensics services fetch
 	$(PY) -m pytest tests -v --durations=5
-	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(PY) -m pytest --nbmake notebooks -q; fi
+	$(PY) -m pytest --nbmake notebooks -q
 
 lab: setup
 	@mkdir -p notebooks

@@ -52,6 +52,7 @@ def compare_with_ground_truth(rows: list[dict], truth_file: Path) -> tuple[int, 
 
 def run(args: argparse.Namespace) -> int:
     from mqforensics.blob_inventory import read_james_blobs
+    from mqforensics.progress import spark_progress
     from mqforensics.spark import describe, session
     from mqforensics.systems.james.audit import read_blob_listing, summarise, write_findings
     from mqforensics.systems.james.checks import run_checks
@@ -63,13 +64,14 @@ def run(args: argparse.Namespace) -> int:
     spark = session("mqforensics-demo")
     print(f"Spark {spark.version} ({describe(spark)}) started in "
           f"{time.monotonic() - started:.1f}s")  # fmt: skip
-    state = read_snapshot(spark, args.dataset)
-    listing = args.dataset / "blob_inventory.parquet"
-    if listing.exists():
-        state.blobs = read_blob_listing(spark, listing)
-    elif (args.dataset / "blobs").is_dir():
-        state.blobs = read_james_blobs(spark, location=str(args.dataset / "blobs"))
-    rows = write_findings(run_checks(state), args.out)
+    with spark_progress(spark, "demo audit"):
+        state = read_snapshot(spark, args.dataset)
+        listing = args.dataset / "blob_inventory.parquet"
+        if listing.exists():
+            state.blobs = read_blob_listing(spark, listing)
+        elif (args.dataset / "blobs").is_dir():
+            state.blobs = read_james_blobs(spark, location=str(args.dataset / "blobs"))
+        rows = write_findings(run_checks(state), args.out)
     print(f"James mail queue snapshot {args.dataset}, judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}:")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # An unquoted address: dot-atom local part (RFC 5322 atext) and a host name (a dot is optional:
 # James accepts `user@localhost`). Quoted local parts are rare in queues and not matched.
@@ -63,3 +67,27 @@ def pseudonymize_text(text: str, salt: str = "") -> str:
     if "@" not in text:
         return text
     return ADDRESS.sub(lambda m: _pseudonymize_match(m, salt), text)
+
+
+def pseudonymize_value(value: Any, salt: str = "") -> Any:
+    """`value` as shown in a table: text pseudonymised, lists/tuples/dicts item by item, anything
+    else (numbers, times, None) as it is."""
+    if isinstance(value, str):
+        return pseudonymize_text(value, salt)
+    if isinstance(value, (list, tuple)):
+        return [pseudonymize_value(v, salt) for v in value]
+    if isinstance(value, dict):
+        return {k: pseudonymize_value(v, salt) for k, v in value.items()}
+    if hasattr(value, "tolist"):  # a numpy array, as pandas holds Spark arrays
+        return pseudonymize_value(value.tolist(), salt)
+    return value
+
+
+def pseudonymize_table(
+    table: pd.DataFrame, *, reveal: bool = False, salt: str = ""
+) -> pd.DataFrame:
+    """A copy of a pandas table with every address in every cell pseudonymised, unless `reveal`:
+    what notebooks show of a frame they collected (a handful of rows)."""
+    if reveal:
+        return table
+    return table.apply(lambda column: column.map(lambda v: pseudonymize_value(v, salt)))

@@ -87,17 +87,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """0: every action done or skipped; 1: the verification found problems; errors raise."""
     # Imported here so that building the command line parser stays cheap.
+    from mqforensics.progress import purge_progress
     from mqforensics.purge.engine import executors_for, run_purge
     from mqforensics.purge.retry import one_line
     from mqforensics.retention.manifest import read_plan
 
     plan = read_plan(args.plan)
     executors = executors_for(plan, args)
+    bar = purge_progress(int(plan.header.get("action_count") or 0))
     try:
         result = run_purge(
-            plan, executors, apply=args.apply, journal_path=args.journal, rate=args.rate
-        )
+            plan, executors, apply=args.apply, journal_path=args.journal, rate=args.rate,
+            on_action=bar,
+        )  # fmt: skip
     finally:
+        if bar is not None:
+            bar.close()
         for executor in executors:
             try:
                 executor.close()

@@ -180,6 +180,7 @@ def run_purge(
     journal_path: Path | None = None,
     rate: float | None = None,
     out: Callable[[str], None] = print,
+    on_action: Callable[[int, int, int], None] | None = None,
 ) -> PurgeResult:
     """Dry-run (``apply=False``: changes nothing, writes no journal) or apply a plan.
 
@@ -187,20 +188,22 @@ def run_purge(
     journal defaults to ``PLAN/journal.jsonl``. Errors (`ServerUnavailable`,
     `AuthenticationFailed`, anything else, KeyboardInterrupt) propagate after the progress so
     far is printed; the journal is consistent at that point and a rerun resumes.
+    `on_action(handled, total, bytes_freed)` is called after each action (a progress display;
+    it sees nothing the journal does not record).
     """
     path = Path(journal_path) if journal_path is not None else plan.directory / JOURNAL
     if apply:
         require_approval(plan)
     by_kind = _executors_by_kind(plan, executors)
     if apply:
-        return _Run(plan, executors, by_kind, path, out).apply(RateLimiter(rate))
+        return _Run(plan, executors, by_kind, path, out, on_action).apply(RateLimiter(rate))
     try:
         require_approval(plan)
     except PlanNotApproved:
         out("plan not approved: --apply would refuse it")
     except (PlanModified, InputError) as exc:
         out(f"approval does not hold for this plan: --apply would refuse it ({exc.message})")
-    return _Run(plan, executors, by_kind, path, out).dry_run()
+    return _Run(plan, executors, by_kind, path, out, on_action).dry_run()
 
 
 def _executors_by_kind(plan: Plan, executors: Sequence[Executor]) -> dict[str, Executor]:
@@ -281,8 +284,12 @@ class _Run:
         by_kind: dict[str, Executor],
         journal_path: Path,
         out: Callable[[str], None],
+        on_action: Callable[[int, int, int], None] | None = None,
     ) -> None:
         self.plan = plan
+        self.on_action = on_action
+        self.ticks = 0  # actions passed in this run, final ones included
+        self.freed = 0  # bytes of the actions done in this run
         self.executors = executors
         self.by_kind = by_kind
         self.journal_path = journal_path
@@ -307,6 +314,11 @@ class _Run:
         if show:
             of = f"/{self.total}" if self.total is not None else ""
             self.out(f"[{self.handled}{of}] {_describe(action)}: {text}")
+
+    def _tick(self) -> None:
+        self.ticks += 1
+        if self.on_action is not None:
+            self.on_action(self.ticks, self.total or 0, self.freed)
 
     def _retrying(self, what: str, fn: Callable[[], T], executor: Executor) -> T:
         return call_with_retries(fn, classify=executor.classify, what=what, on_retry=self.out)
@@ -342,6 +354,7 @@ class _Run:
                     result.skipped += 1
                     result.skips.append((action.seq, action.kind, verdict.reason))
                     self.progress(action, f"would skip: {verdict.reason}{suffix}", skip=True)
+                self._tick()
         except BaseException:
             self.out(f"dry run stopped at {self.where}: {self._dry_counts(result)}")
             raise
@@ -417,7 +430,11 @@ class _Run:
                 journal.record("census", **self._census())
             for action in self.plan.actions():
                 self.where = _describe(action)
+                done_before = result.done
                 self._apply_one(action, journal, ops, result)
+                if result.done > done_before:
+                    self.freed += action.bytes
+                self._tick()
             self.where = "the verification pass"
             result.verification = self._verify(journal)
         except BaseException:

@@ -141,9 +141,12 @@ def audit(
 
 
 def run(args: argparse.Namespace) -> int:
+    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
 
-    rows, _ = audit(session("mqforensics-audit-cyrus"), args)
+    spark = session("mqforensics-audit-cyrus")
+    with spark_progress(spark, "audit cyrus"):
+        rows, _ = audit(spark, args)
     print(f"Cyrus {args.cyrus_version}: {len(args.inputs)} input(s), one Spark task each")
     print(summarise(rows))
     print(f"Wrote {args.out / 'findings.json'}, findings.parquet and sharing.json")

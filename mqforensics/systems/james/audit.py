@@ -239,9 +239,12 @@ def audit(spark: SparkSession, args: argparse.Namespace) -> tuple[JamesState, li
 
 
 def run(args: argparse.Namespace) -> int:
+    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
 
-    state, rows = audit(session("mqforensics-audit-james"), args)
+    spark = session("mqforensics-audit-james")
+    with spark_progress(spark, "audit james"):
+        state, rows = audit(spark, args)
     state.unpersist()
     print(f"James queue state: {state.source}; judged at {state.as_of:%Y-%m-%dT%H:%M:%SZ}")
     print(summarise(rows))

@@ -22,12 +22,14 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mqforensics.progress import spark_progress
     from mqforensics.quality import render_text, report_to_json, validate
     from mqforensics.spark import session
 
     spark = session("mqforensics-validate-james")
-    state = load_state(spark, args)
-    report = validate(state.frames(), pseudonymize=not args.no_pseudonymize)
+    with spark_progress(spark, "validate james"):
+        state = load_state(spark, args)
+        report = validate(state.frames(), pseudonymize=not args.no_pseudonymize)
     print(render_text(report))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

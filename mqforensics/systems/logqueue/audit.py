@@ -73,9 +73,12 @@ def audit(
 
 
 def run(args: argparse.Namespace) -> int:
+    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
 
-    state, options, rows = audit(session("mqforensics-audit-logqueue"), args)
+    spark = session("mqforensics-audit-logqueue")
+    with spark_progress(spark, "audit logqueue"):
+        state, options, rows = audit(spark, args)
     as_of = options.as_of
     print(f"Log queues: {len(state.dirs)} dir(s), one Spark task per segment file; "
           f"judged at {as_of:%Y-%m-%dT%H:%M:%SZ}")  # fmt: skip

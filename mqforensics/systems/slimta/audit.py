@@ -134,9 +134,12 @@ def audit(spark: SparkSession, args: argparse.Namespace):  # -> (Stores, options
 
 
 def run(args: argparse.Namespace) -> int:
+    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
 
-    stores, options, items, rows = audit(session("mqforensics-audit-slimta"), args)
+    spark = session("mqforensics-audit-slimta")
+    with spark_progress(spark, "audit slimta"):
+        stores, options, items, rows = audit(spark, args)
     counts = {r["kind"]: r["count"] for r in items.groupBy("kind").count().collect()}
     print(f"slimta: {', '.join(stores.describe())}; judged at {options.as_of:%Y-%m-%dT%H:%M:%SZ}")
     print("items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in

@@ -1,0 +1,279 @@
+"""Progress of long Spark reads and of purges: a widget in notebooks, a bar on the CLI's stderr.
+
+Spark progress comes from the session itself: classic Spark (local or a cluster) is polled
+through ``sparkContext.statusTracker()`` by a daemon thread; a Spark Connect session has no
+SparkContext and reports progress to a handler registered with ``registerProgressHandler``
+(pyspark >= 4.0). Either feeds one `Progress` (tasks done / total of the running stages) that a
+renderer shows: an ipywidgets bar in a notebook, a tqdm bar on stderr in a terminal. The CLI
+never writes progress to stdout (its output is parsed), and shows it only when stderr is a
+terminal; ``MQF_PROGRESS=1`` forces it, ``MQF_PROGRESS=0`` turns every progress display off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Protocol
+
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class Progress:
+    """What is running: the active stages' tasks and a label."""
+
+    label: str
+    done: int = 0
+    total: int = 0
+    stages: int = 0
+    detail: str = ""
+
+
+class Renderer(Protocol):
+    def update(self, progress: Progress) -> None: ...
+
+    def close(self, summary: str) -> None: ...
+
+
+def setting() -> bool | None:
+    """``MQF_PROGRESS``: True (force), False (off), None (decide from the output)."""
+    value = os.environ.get("MQF_PROGRESS", "").strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    return None
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (an IPython shell with a kernel), not in a terminal IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class TqdmRenderer:
+    """A tqdm bar, on stderr unless told otherwise."""
+
+    def __init__(self, label: str, file: IO[str] | None = None, unit: str = "task") -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=0, desc=label, unit=unit, file=file or sys.stderr, leave=False,
+                         dynamic_ncols=True, mininterval=0.2)  # fmt: skip
+        self._file = file or sys.stderr
+
+    def update(self, progress: Progress) -> None:
+        if self._bar.total != progress.total:
+            self._bar.total = progress.total
+        self._bar.n = progress.done
+        self._bar.set_description(progress.label, refresh=False)
+        if progress.detail:
+            self._bar.set_postfix_str(progress.detail, refresh=False)
+        self._bar.refresh()
+
+    def close(self, summary: str) -> None:
+        self._bar.close()
+        if summary:
+            print(summary, file=self._file)
+
+
+class WidgetRenderer:
+    """An ipywidgets progress bar with a label, displayed once and updated in place."""
+
+    def __init__(self, label: str) -> None:
+        import ipywidgets
+
+        self.bar = ipywidgets.IntProgress(value=0, min=0, max=1, description="Spark")
+        self.label = ipywidgets.Label(label)
+        self.box = ipywidgets.HBox([self.bar, self.label])
+        self._shown = False
+
+    def _show(self) -> None:
+        if not self._shown:
+            from IPython.display import display
+
+            display(self.box)
+            self._shown = True
+
+    def update(self, progress: Progress) -> None:
+        if progress.total <= 0:
+            return
+        self._show()
+        self.bar.max = max(progress.total, 1)
+        self.bar.value = min(progress.done, progress.total)
+        stages = f"{progress.stages} stage(s)" if progress.stages else ""
+        self.label.value = f"{progress.label}: {progress.done}/{progress.total} tasks {stages}"
+
+    def close(self, summary: str) -> None:
+        self.bar.value = self.bar.max
+        self.bar.bar_style = "success"
+        if summary:
+            self.label.value = summary
+
+
+def default_renderer(label: str) -> Renderer | None:
+    """The renderer for where we run, or None when progress is not to be shown."""
+    chosen = setting()
+    if chosen is False:
+        return None
+    if in_notebook():
+        return WidgetRenderer(label)
+    if chosen or sys.stderr.isatty():
+        return TqdmRenderer(label)
+    return None
+
+
+class SparkWatcher:
+    """Feeds a renderer with the progress of the Spark jobs running on a session."""
+
+    def __init__(self, spark: Any, label: str, renderer: Renderer) -> None:
+        self.spark = spark
+        self.progress = Progress(label)
+        self.renderer = renderer
+        self.started = time.monotonic()
+        self.tasks_seen = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handler: Callable[..., None] | None = None
+        # Stage id -> (completed, total): finished stages stay counted in the totals.
+        self._stages: dict[int, tuple[int, int]] = {}
+        self._lock = threading.Lock()
+
+    # classic Spark: poll the status tracker
+    def _poll(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not self._stop.wait(POLL_SECONDS):
+            self._sample(tracker)
+
+    def _sample(self, tracker: Any) -> None:
+        for stage_id in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                self._record(stage_id, info.numCompletedTasks, info.numTasks, info.name)
+
+    # Spark Connect: a progress handler
+    def _on_connect_progress(
+        self, stages: Any, inflight_tasks: int, operation_id: Any, done: bool
+    ) -> None:
+        for stage in stages or []:
+            self._record(stage.stage_id, stage.num_completed_tasks, stage.num_tasks, "")
+
+    def _record(self, stage_id: int, completed: int, total: int, name: str) -> None:
+        with self._lock:
+            self._stages[stage_id] = (completed, total)
+            self.progress.done = sum(c for c, _ in self._stages.values())
+            self.progress.total = sum(t for _, t in self._stages.values())
+            self.progress.stages = len(self._stages)
+            self.progress.detail = name.split(" at ")[0] if name else ""
+            self.tasks_seen = self.progress.total
+            self.renderer.update(self.progress)
+
+    def start(self) -> SparkWatcher:
+        if hasattr(self.spark, "registerProgressHandler") and _is_connect(self.spark):
+            self._handler = self._on_connect_progress
+            self.spark.registerProgressHandler(self._handler)
+        else:
+            self._thread = threading.Thread(target=self._poll, name="mqf-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            with contextlib.suppress(Exception):
+                self._sample(self.spark.sparkContext.statusTracker())
+        if self._handler is not None:
+            with contextlib.suppress(Exception):
+                self.spark.removeProgressHandler(self._handler)
+        with self._lock:
+            self.progress.done = self.progress.total
+        elapsed = time.monotonic() - self.started
+        summary = (
+            f"{self.progress.label}: {self.progress.total} Spark task(s) in "
+            f"{self.progress.stages} stage(s), {elapsed:.1f}s"
+            if self.progress.total
+            else ""
+        )
+        if self.progress.total:
+            self.renderer.update(self.progress)
+        self.renderer.close(summary)
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@contextlib.contextmanager
+def spark_progress(
+    spark: Any, label: str, *, renderer: Renderer | None = None
+) -> Iterator[SparkWatcher | None]:
+    """Show the progress of the Spark jobs run inside the block (nothing when progress is off
+    or there is nowhere to show it). The watcher always stops; exceptions propagate."""
+    chosen = renderer or default_renderer(label)
+    if chosen is None:
+        yield None
+        return
+    watcher = SparkWatcher(spark, label, chosen).start()
+    try:
+        yield watcher
+    finally:
+        watcher.stop()
+
+
+def enable_notebook_progress(spark: Any) -> None:
+    """In a notebook, show a progress bar for the Spark jobs of every cell run from now on."""
+    if setting() is False or not in_notebook():
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    state: dict[str, SparkWatcher | None] = {"watcher": None}
+
+    def before(*_args: Any) -> None:
+        state["watcher"] = SparkWatcher(spark, "Spark", WidgetRenderer("Spark")).start()
+
+    def after(*_args: Any) -> None:
+        watcher = state.pop("watcher", None)
+        state["watcher"] = None
+        if watcher is not None:
+            watcher.stop()
+
+    for event, callback in (("pre_run_cell", before), ("post_run_cell", after)):
+        for registered in list(shell.events.callbacks[event]):
+            if getattr(registered, "__qualname__", "").startswith("enable_notebook_progress"):
+                shell.events.unregister(event, registered)
+        shell.events.register(event, callback)
+
+
+class PurgeProgress:
+    """The purge CLI's bar: one step per plan action, bytes freed as its postfix."""
+
+    def __init__(self, total: int, file: IO[str] | None = None) -> None:
+        self.renderer = TqdmRenderer("purge", file=file, unit="action")
+        self.progress = Progress("purge", total=total)
+        self.freed = 0
+
+    def __call__(self, done: int, total: int, freed_bytes: int) -> None:
+        self.progress.done, self.progress.total = done, total
+        self.progress.detail = f"{freed_bytes:,} bytes"
+        self.renderer.update(self.progress)
+
+    def close(self) -> None:
+        self.renderer.close("")
+
+
+def purge_progress(total: int) -> PurgeProgress | None:
+    """A purge bar on stderr when progress is to be shown in this terminal, else None."""
+    chosen = setting()
+    if chosen is False or (chosen is None and not sys.stderr.isatty()):
+        return None
+    return PurgeProgress(total)
