@@ -48,6 +48,11 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
         "--journal", type=Path, metavar="FILE", help="default: PLAN/journal.jsonl if it exists"
     )
     parser.set_defaults(run=run_report)
+    from mqforensics import notebook_export
+    from mqforensics import report as archive_report
+
+    archive_report.add_parser(kinds)
+    notebook_export.add_parser(kinds)
 
 
 def run_report(args: argparse.Namespace) -> int:

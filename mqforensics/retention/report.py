@@ -90,25 +90,39 @@ def render_html(
     reveal: bool = False,
     salt: str = "",
 ) -> str:
+    title, body = render_html_body(plan, journal, reveal=reveal, salt=salt)
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+        + body
+        + "\n</body>\n</html>\n"
+    )
+
+
+def render_html_body(
+    plan: Plan,
+    journal: list[dict[str, Any]] | None = None,
+    *,
+    reveal: bool = False,
+    salt: str = "",
+    level: int = 1,
+) -> tuple[str, str]:
+    """(the escaped title, the HTML of the report's headings and sections): the page of
+    `render_html`, or a part of a larger report (`mqforensics.report`) at heading `level`."""
     show = _shower(reveal, salt)
 
     def esc(text: str) -> str:
         return html.escape(show(text), quote=True)
 
     title, sections = _build(plan, journal, _target_hider(plan, reveal, salt))
-    body = [f"<h1>{esc(title)}</h1>"]
+    body = [f"<h{level}>{esc(title)}</h{level}>"]
     for section in sections:
-        body.append(f"<h2>{html.escape(section.title)}</h2>")
+        body.append(f"<h{level + 1}>{html.escape(section.title)}</h{level + 1}>")
         body += [_html_block(block, esc) for block in section.blocks]
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body>\n</html>\n"
-    )
+    return esc(title), "\n".join(body)
 
 
-_CSS = (
+CSS = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}"
     "h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;margin:.5em 0}"

@@ -61,12 +61,13 @@ def ensure_packages(
     what: str,
     probe: Path,
     installed: Callable[[], bool],
-    system_service: str,
+    system_service: str | None,
 ) -> float:
     """Install `packages` unless `installed()`; the seconds that took (0 if already present).
 
     `what` names the software and `probe` the file whose absence means "not installed" in error
-    messages; `system_service` is the package's own service, stopped and disabled afterwards.
+    messages; `system_service` is the package's own service (if it has one), stopped and
+    disabled afterwards.
     """
     if installed():
         return 0.0
@@ -112,5 +113,6 @@ def ensure_packages(
         raise ServiceStartError(
             f"could not install {names} (apt-get exit {result.returncode}):\n" + tail(output)
         )
-    disable_system_service(system_service)
+    if system_service:
+        disable_system_service(system_service)
     return round(time.monotonic() - started, 1)

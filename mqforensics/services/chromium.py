@@ -1,0 +1,235 @@
+"""A real headless Chromium (Debian's ``chromium``) that opens a page and says what it saw.
+
+Used by the tests of the HTML report and notebook exports, and for the README's screenshots.
+The browser is driven over the DevTools protocol (a websocket, `websocket-client`): it loads a
+local file, and `inspect_page` returns a screenshot, the page's console errors and uncaught
+exceptions, every request that left the machine (anything not ``file:`` or ``data:``), and the
+images in the DOM with their decoded sizes. The browser binds its debugging port to 127.0.0.1,
+runs with a throw-away profile, and is always killed afterwards.
+
+    python -m mqforensics.services.chromium screenshot report.html report.png [--width 1280]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import io
+import itertools
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqforensics.errors import ServiceStartError
+
+BINARY = Path("/usr/bin/chromium")
+START_TIMEOUT = 60.0
+LOAD_TIMEOUT = 60.0
+
+
+@dataclass
+class PageReport:
+    """What the browser saw on one page."""
+
+    url: str
+    screenshot: bytes
+    console_errors: list[str] = field(default_factory=list)
+    exceptions: list[str] = field(default_factory=list)
+    external_requests: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    # (alt text, naturalWidth, naturalHeight, complete) of every <img>
+    images: list[tuple[str, int, int, bool]] = field(default_factory=list)
+    title: str = ""
+
+
+def ensure_chromium() -> Path:
+    """Debian's chromium, installed with apt when missing (root only)."""
+    if BINARY.exists():
+        return BINARY
+    from mqforensics.services.apt import ensure_packages
+
+    ensure_packages(
+        ["chromium"], what="Chromium", probe=BINARY, installed=BINARY.exists, system_service=None
+    )
+    return BINARY
+
+
+def is_blank(png: bytes, *, min_colours: int = 8) -> bool:
+    """True when an image is one colour or nearly (a page that rendered nothing)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    colours = image.getcolors(maxcolors=min_colours)
+    return colours is not None  # None: more than min_colours colours
+
+
+class _DevTools:
+    """One websocket to a page target, with numbered commands and collected events."""
+
+    def __init__(self, ws_url: str) -> None:
+        import websocket
+
+        self.ws = websocket.create_connection(ws_url, timeout=LOAD_TIMEOUT, suppress_origin=True)
+        self.ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        number = next(self.ids)
+        self.ws.send(json.dumps({"id": number, "method": method, "params": params}))
+        deadline = time.monotonic() + LOAD_TIMEOUT
+        while time.monotonic() < deadline:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == number:
+                if "error" in message:
+                    raise ServiceStartError(f"chromium {method}: {message['error']}")
+                return dict(message.get("result", {}))
+            self.events.append(message)
+        raise ServiceStartError(f"chromium did not answer {method} in {LOAD_TIMEOUT:.0f}s")
+
+    def wait_for(self, method: str, timeout: float = LOAD_TIMEOUT) -> None:
+        if any(e.get("method") == method for e in self.events):
+            return
+        deadline = time.monotonic() + timeout
+        self.ws.settimeout(timeout)
+        while time.monotonic() < deadline:
+            message = json.loads(self.ws.recv())
+            self.events.append(message)
+            if message.get("method") == method:
+                return
+        raise ServiceStartError(f"chromium: no {method} within {timeout:.0f}s")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ws.close()
+
+
+@contextlib.contextmanager
+def _browser(width: int, height: int):  # -> Iterator[str]: the page target's websocket URL
+    binary = ensure_chromium()
+    profile = Path(tempfile.mkdtemp(prefix="mqf-chromium-"))
+    command = [
+        str(binary), "--headless=new", "--no-sandbox", "--disable-gpu",
+        "--disable-dev-shm-usage", "--hide-scrollbars", "--no-first-run",
+        "--no-default-browser-check", "--disable-extensions", "--disable-sync",
+        "--disable-background-networking", "--mute-audio",
+        "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+        f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank",
+    ]  # fmt: skip
+    log = profile / "stderr.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + START_TIMEOUT
+        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise ServiceStartError(f"chromium did not start (exit {process.poll()}):\n{tail}")
+            time.sleep(0.1)
+        port = port_file.read_text().splitlines()[0].strip()
+        yield _page_target(port)
+    finally:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _page_target(port: str) -> str:
+    from urllib.request import urlopen
+
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            with urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as answer:
+                targets = json.loads(answer.read())
+            pages = [t for t in targets if t.get("type") == "page"]
+            if pages:
+                return str(pages[0]["webSocketDebuggerUrl"])
+        time.sleep(0.2)
+    raise ServiceStartError(f"chromium on port {port} listed no page")
+
+
+_IMAGES_JS = """
+Promise.all(Array.from(document.images).map(img => img.complete ? null :
+  new Promise(done => { img.onload = img.onerror = done; })))
+.then(() => JSON.stringify(Array.from(document.images).map(img =>
+  [img.alt || "", img.naturalWidth, img.naturalHeight, img.complete])))
+"""
+
+
+def inspect_page(path: Path, *, width: int = 1280, height: int = 1600) -> PageReport:
+    """Open a local HTML file in headless Chromium and report what happened (see module doc)."""
+    url = Path(path).resolve().as_uri()
+    with _browser(width, height) as target:
+        tools = _DevTools(target)
+        try:
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                tools.call(f"{domain}.enable")
+            tools.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                       deviceScaleFactor=1, mobile=False)  # fmt: skip
+            tools.call("Page.navigate", url=url)
+            tools.wait_for("Page.loadEventFired")
+            images = tools.call("Runtime.evaluate", expression=_IMAGES_JS, awaitPromise=True,
+                                returnByValue=True)  # fmt: skip
+            title = tools.call("Runtime.evaluate", expression="document.title", returnByValue=True)
+            shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=False)
+            report = PageReport(
+                url=url,
+                screenshot=base64.b64decode(shot["data"]),
+                images=[tuple(i) for i in json.loads(images["result"]["value"])],  # type: ignore[misc]
+                title=str(title["result"].get("value", "")),
+            )
+            _collect(report, tools.events)
+            return report
+        finally:
+            tools.close()
+
+
+def _collect(report: PageReport, events: list[dict[str, Any]]) -> None:
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            text = details.get("exception", {}).get("description") or details.get("text", "")
+            report.exceptions.append(str(text))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            args = [str(a.get("value", a.get("description", ""))) for a in params.get("args", [])]
+            report.console_errors.append(" ".join(args))
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            report.console_errors.append(f"{entry.get('source')}: {entry.get('text')}")
+        elif method == "Network.requestWillBeSent":
+            request_url = params.get("request", {}).get("url", "")
+            if not request_url.startswith(("file:", "data:", "about:")):
+                report.external_requests.append(request_url)
+        elif method == "Network.loadingFailed":
+            report.failed_requests.append(str(params.get("errorText", "")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mqforensics.services.chromium")
+    commands = parser.add_subparsers(dest="command", required=True)
+    shot = commands.add_parser("screenshot", help="a PNG of a local HTML page")
+    shot.add_argument("page", type=Path)
+    shot.add_argument("png", type=Path)
+    shot.add_argument("--width", type=int, default=1280)
+    shot.add_argument("--height", type=int, default=1600)
+    args = parser.parse_args(argv)
+    report = inspect_page(args.page, width=args.width, height=args.height)
+    args.png.write_bytes(report.screenshot)
+    problems = report.console_errors + report.exceptions + report.external_requests
+    print(f"wrote {args.png}: {len(report.images)} image(s), {len(problems)} problem(s)")
+    for problem in problems:
+        print(f"  {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
