@@ -32,6 +32,7 @@ class Progress:
     total: int = 0
     stages: int = 0
     detail: str = ""
+    elapsed: float = 0.0
 
 
 class Renderer(Protocol):
@@ -86,22 +87,25 @@ class TqdmRenderer:
 
 
 class WidgetRenderer:
-    """An ipywidgets progress bar with a label, displayed once and updated in place."""
+    """An ipywidgets progress bar with a label, displayed once and updated in place; at the end
+    the bar is hidden and the label keeps a one-line summary.
+
+    The widgets are made on the first update: a cell that runs no Spark job opens no widget
+    (each widget is a comm channel to the browser)."""
 
     def __init__(self, label: str) -> None:
-        import ipywidgets
-
-        self.bar = ipywidgets.IntProgress(value=0, min=0, max=1, description="Spark")
-        self.label = ipywidgets.Label(label)
-        self.box = ipywidgets.HBox([self.bar, self.label])
-        self._shown = False
+        self.text = label
+        self.bar: Any = None
+        self.label: Any = None
 
     def _show(self) -> None:
-        if not self._shown:
+        if self.bar is None:
+            import ipywidgets
             from IPython.display import display
 
-            display(self.box)
-            self._shown = True
+            self.bar = ipywidgets.IntProgress(value=0, min=0, max=1, description="Spark")
+            self.label = ipywidgets.Label(self.text)
+            display(ipywidgets.HBox([self.bar, self.label]))
 
     def update(self, progress: Progress) -> None:
         if progress.total <= 0:
@@ -109,12 +113,22 @@ class WidgetRenderer:
         self._show()
         self.bar.max = max(progress.total, 1)
         self.bar.value = min(progress.done, progress.total)
-        stages = f"{progress.stages} stage(s)" if progress.stages else ""
-        self.label.value = f"{progress.label}: {progress.done}/{progress.total} tasks {stages}"
+        stages = f", {progress.stages} stage(s)" if progress.stages else ""
+        detail = f", {progress.detail}" if progress.detail else ""
+        elapsed = f", {progress.elapsed:.0f}s" if progress.elapsed else ""
+        self.label.value = (
+            f"{progress.label}: {progress.done}/{progress.total} tasks{stages}{detail}{elapsed}"
+        )
 
     def close(self, summary: str) -> None:
-        self.bar.value = self.bar.max
-        self.bar.bar_style = "success"
+        if self.bar is None:  # nothing was shown
+            return
+        if summary.endswith("(stopped)"):
+            self.bar.bar_style = "danger"
+        else:
+            self.bar.value = self.bar.max
+            self.bar.bar_style = "success"
+        self.bar.layout.display = "none"
         if summary:
             self.label.value = summary
 
@@ -139,7 +153,6 @@ class SparkWatcher:
         self.progress = Progress(label)
         self.renderer = renderer
         self.started = time.monotonic()
-        self.tasks_seen = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handler: Callable[..., None] | None = None
@@ -149,31 +162,43 @@ class SparkWatcher:
 
     # classic Spark: poll the status tracker
     def _poll(self) -> None:
-        tracker = self.spark.sparkContext.statusTracker()
-        while not self._stop.wait(POLL_SECONDS):
-            self._sample(tracker)
+        # A session stopped under us (or a renderer failing) ends the display, never the job.
+        with contextlib.suppress(Exception):
+            tracker = self.spark.sparkContext.statusTracker()
+            while not self._stop.wait(POLL_SECONDS):
+                self._sample(tracker)
 
     def _sample(self, tracker: Any) -> None:
+        seen, names = [], []
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
             if info is not None:
-                self._record(stage_id, info.numCompletedTasks, info.numTasks, info.name)
+                seen.append((stage_id, info.numCompletedTasks, info.numTasks))
+                names.append(info.name)
+        if seen:
+            self._record(seen, names[-1])
 
-    # Spark Connect: a progress handler
+    # Spark Connect: a progress handler, called with keywords (pyspark.sql.connect.shell.progress)
     def _on_connect_progress(
         self, stages: Any, inflight_tasks: int, operation_id: Any, done: bool
     ) -> None:
-        for stage in stages or []:
-            self._record(stage.stage_id, stage.num_completed_tasks, stage.num_tasks, "")
+        seen = [(s.stage_id, s.num_completed_tasks, s.num_tasks) for s in stages or []]
+        if seen:
+            self._record(seen, "")
 
-    def _record(self, stage_id: int, completed: int, total: int, name: str) -> None:
+    def _record(self, seen: list[tuple[int, int, int]], name: str) -> None:
+        """Take in (stage id, completed, total) of the stages just seen and show the sum."""
         with self._lock:
-            self._stages[stage_id] = (completed, total)
+            for stage_id, completed, total in seen:
+                self._stages[stage_id] = (completed, total)
             self.progress.done = sum(c for c, _ in self._stages.values())
             self.progress.total = sum(t for _, t in self._stages.values())
             self.progress.stages = len(self._stages)
-            self.progress.detail = name.split(" at ")[0] if name else ""
-            self.tasks_seen = self.progress.total
+            # "count at NativeMethodAccessorImpl.java:0": the operation, not the call site; names
+            # of Scala closures ("$anonfun$...") say nothing to a reader.
+            operation = name.split(" at ")[0]
+            self.progress.detail = "" if operation.startswith("$") else operation
+            self.progress.elapsed = time.monotonic() - self.started
             self.renderer.update(self.progress)
 
     def start(self) -> SparkWatcher:
@@ -185,27 +210,35 @@ class SparkWatcher:
             self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, failed: bool = False) -> None:
+        """Stop following the session and close the display (always, even when this fails);
+        a block that failed is not shown as complete."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            with contextlib.suppress(Exception):
-                self._sample(self.spark.sparkContext.statusTracker())
-        if self._handler is not None:
-            with contextlib.suppress(Exception):
-                self.spark.removeProgressHandler(self._handler)
-        with self._lock:
-            self.progress.done = self.progress.total
-        elapsed = time.monotonic() - self.started
-        summary = (
-            f"{self.progress.label}: {self.progress.total} Spark task(s) in "
-            f"{self.progress.stages} stage(s), {elapsed:.1f}s"
-            if self.progress.total
-            else ""
-        )
-        if self.progress.total:
-            self.renderer.update(self.progress)
-        self.renderer.close(summary)
+        try:
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+                with contextlib.suppress(Exception):
+                    self._sample(self.spark.sparkContext.statusTracker())
+            if self._handler is not None:
+                with contextlib.suppress(Exception):
+                    self.spark.removeProgressHandler(self._handler)
+            with self._lock:
+                if not failed:
+                    self.progress.done = self.progress.total
+                self.progress.elapsed = time.monotonic() - self.started
+            if self.progress.total:
+                self.renderer.update(self.progress)
+        finally:
+            self.renderer.close(self.summary(failed))
+
+    def summary(self, failed: bool = False) -> str:
+        """One line for the end of the block: tasks, stages, seconds ("" when no job ran)."""
+        p = self.progress
+        if not p.total:
+            return ""
+        tasks = f"{p.done}/{p.total}" if failed else str(p.total)
+        end = " (stopped)" if failed else ""
+        return f"{p.label}: {tasks} Spark task(s) in {p.stages} stage(s), {p.elapsed:.1f}s{end}"
 
 
 def _is_connect(spark: Any) -> bool:
@@ -223,10 +256,12 @@ def spark_progress(
         yield None
         return
     watcher = SparkWatcher(spark, label, chosen).start()
+    failed = True
     try:
         yield watcher
+        failed = False
     finally:
-        watcher.stop()
+        watcher.stop(failed)
 
 
 def enable_notebook_progress(spark: Any) -> None:
@@ -241,11 +276,10 @@ def enable_notebook_progress(spark: Any) -> None:
     def before(*_args: Any) -> None:
         state["watcher"] = SparkWatcher(spark, "Spark", WidgetRenderer("Spark")).start()
 
-    def after(*_args: Any) -> None:
-        watcher = state.pop("watcher", None)
-        state["watcher"] = None
+    def after(result: Any = None) -> None:
+        watcher, state["watcher"] = state["watcher"], None
         if watcher is not None:
-            watcher.stop()
+            watcher.stop(failed=not getattr(result, "success", True))
 
     for event, callback in (("pre_run_cell", before), ("post_run_cell", after)):
         for registered in list(shell.events.callbacks[event]):
@@ -260,7 +294,6 @@ class PurgeProgress:
     def __init__(self, total: int, file: IO[str] | None = None) -> None:
         self.renderer = TqdmRenderer("purge", file=file, unit="action")
         self.progress = Progress("purge", total=total)
-        self.freed = 0
 
     def __call__(self, done: int, total: int, freed_bytes: int) -> None:
         self.progress.done, self.progress.total = done, total

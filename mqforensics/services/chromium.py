@@ -18,13 +18,18 @@ import contextlib
 import io
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import websocket
 
 from mqforensics.errors import ServiceStartError
 
@@ -69,20 +74,20 @@ def is_blank(png: bytes, *, min_colours: int = 8) -> bool:
     return colours is not None  # None: more than min_colours colours
 
 
-class _DevTools:
-    """One websocket to a page target, with numbered commands and collected events."""
+class DevTools:
+    """One websocket to a page target: numbered commands (`call`), events collected on the way
+    (`events`), and `wait_for` an event; each waits at most `timeout` seconds."""
 
-    def __init__(self, ws_url: str) -> None:
-        import websocket
-
-        self.ws = websocket.create_connection(ws_url, timeout=LOAD_TIMEOUT, suppress_origin=True)
+    def __init__(self, ws_url: str, timeout: float = LOAD_TIMEOUT) -> None:
+        self.timeout = timeout
+        self.ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True)
         self.ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         number = next(self.ids)
         self.ws.send(json.dumps({"id": number, "method": method, "params": params}))
-        deadline = time.monotonic() + LOAD_TIMEOUT
+        deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             message = json.loads(self.ws.recv())
             if message.get("id") == number:
@@ -90,19 +95,18 @@ class _DevTools:
                     raise ServiceStartError(f"chromium {method}: {message['error']}")
                 return dict(message.get("result", {}))
             self.events.append(message)
-        raise ServiceStartError(f"chromium did not answer {method} in {LOAD_TIMEOUT:.0f}s")
+        raise ServiceStartError(f"chromium did not answer {method} in {self.timeout:.0f}s")
 
-    def wait_for(self, method: str, timeout: float = LOAD_TIMEOUT) -> None:
+    def wait_for(self, method: str) -> None:
         if any(e.get("method") == method for e in self.events):
             return
-        deadline = time.monotonic() + timeout
-        self.ws.settimeout(timeout)
+        deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             message = json.loads(self.ws.recv())
             self.events.append(message)
             if message.get("method") == method:
                 return
-        raise ServiceStartError(f"chromium: no {method} within {timeout:.0f}s")
+        raise ServiceStartError(f"chromium: no {method} within {self.timeout:.0f}s")
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -110,7 +114,9 @@ class _DevTools:
 
 
 @contextlib.contextmanager
-def _browser(width: int, height: int):  # -> Iterator[str]: the page target's websocket URL
+def browser(width: int, height: int) -> Iterator[str]:
+    """A headless Chromium with a throw-away profile, killed on exit; yields its first page's
+    DevTools websocket URL (for `DevTools`)."""
     binary = ensure_chromium()
     profile = Path(tempfile.mkdtemp(prefix="mqf-chromium-"))
     command = [
@@ -123,22 +129,45 @@ def _browser(width: int, height: int):  # -> Iterator[str]: the page target's we
     ]  # fmt: skip
     log = profile / "stderr.log"
     with log.open("wb") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        # Its own process group: the renderer and GPU helpers go down with it.
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        )
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + START_TIMEOUT
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
             if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:]
-                raise ServiceStartError(f"chromium did not start (exit {process.poll()}):\n{tail}")
+                raise ServiceStartError(
+                    f"chromium did not start (exit {process.poll()}):\n{_tail(log)}"
+                )
             time.sleep(0.1)
         port = port_file.read_text().splitlines()[0].strip()
-        yield _page_target(port)
+        try:
+            yield _page_target(port)
+        except ServiceStartError as exc:
+            raise ServiceStartError(f"{exc.message}\nchromium's stderr:\n{_tail(log)}") from exc
+        except (OSError, websocket.WebSocketException) as exc:  # a timeout, a crashed browser
+            raise ServiceStartError(
+                f"chromium's DevTools connection failed ({type(exc).__name__}: {exc})\n"
+                f"chromium's stderr:\n{_tail(log)}"
+            ) from exc
     finally:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def _tail(log: Path, lines: int = 20) -> str:
+    """The end of chromium's stderr without its D-Bus complaints (no session bus in a container
+    or CI runner; harmless, and they would push the telling lines out)."""
+    from mqforensics.services.apt import tail
+
+    text = log.read_text(errors="replace") if log.exists() else ""
+    kept = [line for line in text.splitlines() if ":ERROR:dbus/" not in line]
+    return tail("\n".join(kept), lines) if kept else "    (nothing)"
 
 
 def _page_target(port: str) -> str:
@@ -164,11 +193,15 @@ Promise.all(Array.from(document.images).map(img => img.complete ? null :
 """
 
 
-def inspect_page(path: Path, *, width: int = 1280, height: int = 1600) -> PageReport:
-    """Open a local HTML file in headless Chromium and report what happened (see module doc)."""
+def inspect_page(
+    path: Path, *, width: int = 1280, height: int = 1600, timeout: float = LOAD_TIMEOUT
+) -> PageReport:
+    """Open a local HTML file in headless Chromium and report what happened (see module doc);
+    a page that has not loaded, with its images, within `timeout` seconds is a ServiceStartError
+    carrying the tail of chromium's stderr."""
     url = Path(path).resolve().as_uri()
-    with _browser(width, height) as target:
-        tools = _DevTools(target)
+    with browser(width, height) as target:
+        tools = DevTools(target, timeout)
         try:
             for domain in ("Page", "Runtime", "Log", "Network"):
                 tools.call(f"{domain}.enable")

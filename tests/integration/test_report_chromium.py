@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -13,6 +14,7 @@ import pytest
 from nbclient import NotebookClient
 
 from mqforensics.cli import main
+from mqforensics.errors import ServiceStartError
 from mqforensics.services.chromium import PageReport, ensure_chromium, inspect_page, is_blank
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,3 +75,34 @@ def test_an_exported_notebook_renders_its_explorers(chromium, tmp_path: Path) ->
         "James findings",
         "Slices x buckets: live vs consumed rows",
     ]
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            status = (proc / "status").read_text()
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in command and "State:\tZ" not in status:  # a zombie holds nothing
+            found.append(f"{proc.name}: {command[:200]}")
+    return found
+
+
+def test_a_page_that_never_loads_is_a_typed_error_and_leaves_nothing_behind(
+    chromium, tmp_path: Path, monkeypatch
+) -> None:
+    page = tmp_path / "busy.html"
+    page.write_text("<!DOCTYPE html><title>busy</title><script>for (;;) {}</script>")
+    scratch = tmp_path / "scratch"  # where the browser's throw-away profile goes
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with pytest.raises(ServiceStartError) as caught:
+        inspect_page(page, timeout=3)
+    message = caught.value.message
+    assert message.startswith("chromium's DevTools connection failed (WebSocketTimeoutException")
+    assert "\nchromium's stderr:\n" in message
+    assert "DevTools listening on ws://127.0.0.1:" in message
+    assert list(scratch.iterdir()) == []
+    assert _processes_mentioning(str(scratch)) == []

@@ -94,3 +94,53 @@ def test_heatmap_explorer_follows_the_queue_and_computes_each_view_once(james, m
     assert explorer.png() == first
     # Back to spool and its full range: drawn from the cache (only figure() above recomputed).
     assert len(calls) == seen
+
+
+def _sharing_rows() -> list[dict]:
+    from mqforensics.notebook_sources import DATASETS
+    from mqforensics.systems.cyrus import checks
+    from mqforensics.systems.cyrus.audit import load
+
+    db = load(DATASETS / "cyrus" / "sample" / "backend1" / "mailboxes.db")
+    return checks.sharing_report(db.entries, checks.DEFAULT_ADMINS, "example.org")
+
+
+def test_sharing_explorer_focuses_on_the_picked_identity() -> None:
+    from mqforensics.privacy import pseudonymize_address
+
+    rows = _sharing_rows()
+    explorer = widgets.SharingExplorer(rows)
+    assert explorer.identity.value == widgets.EVERYONE
+    bob = pseudonymize_address("bob")
+    assert bob in explorer.identity.options and "bob" not in explorer.identity.options
+    explorer.identity.value = bob
+    assert explorer.selection() == {"identity": bob}
+    assert explorer.figure().axes[0].get_title().startswith(f"Who can see whose mailboxes: {bob}")
+    # The caption lists bob's edges only: as many as the report has (owner, grantee) pairs with bob.
+    pairs = {(r["owner"], r["grantee"]) for r in rows if "bob" in (r["owner"], r["grantee"])}
+    assert explorer.caption_html().count("</tr>") == 1 + len(pairs)  # header + one per edge
+    assert f"identity={bob}" in explorer._repr_mimebundle_()["text/plain"]
+
+
+def test_garbage_timeline_explorer_follows_the_queue(spark) -> None:
+    from mqforensics.notebook_sources import DATASETS
+    from mqforensics.systems.logqueue.state import read_state
+
+    sample = DATASETS / "logqueue" / "sample"
+    state = read_state(spark, [sample / "outbound", sample / "inbound"])
+    queues = {q.queue: q for q in state.queues.collect()}
+    explorer = widgets.GarbageTimelineExplorer(state)
+    assert explorer.queue.options == tuple(sorted(queues))
+    first = explorer.png()
+    other = sorted(queues)[-1]
+    explorer.queue.value = other
+    assert explorer.selection() == {"queue": other}
+    queue = queues[other]
+    garbage = [s for s in queue.segments if s.segment < queue.garbage_end_segment]
+    reclaimable = sum(s.size for s in garbage)
+    title = explorer.figure().axes[0].get_title()
+    assert title.startswith(f"Segments of {other}: ")
+    assert f"in {len(garbage)} garbage segment(s)" in title
+    assert reclaimable > 0 and explorer.png() != first
+    caption = explorer.caption_html()
+    assert f"<td>{reclaimable}</td>" in caption
