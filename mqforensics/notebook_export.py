@@ -12,8 +12,6 @@ the notebook ran.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +56,10 @@ def export_html(notebook: Path, out: Path) -> Path:
         exclude_anchor_links=True,
     )
     body, _ = exporter.from_notebook_node(static_outputs(node))
+    from mqforensics.retention.manifest import write_atomically
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(body)
-        os.replace(name, out)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    write_atomically(out, body.encode("utf-8"))
     return out
 
 

@@ -14,9 +14,7 @@ import argparse
 import datetime as dt
 import html
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,15 +283,10 @@ def write_report(
     """Render `inputs` into `out` atomically (a temporary file renamed over it)."""
     loaded = [item for path in inputs for item in load_input(path)]
     document = render(loaded, title=title, reveal=reveal)
+    from mqforensics.retention.manifest import write_atomically
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(document)
-        os.replace(name, out)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    write_atomically(out, document.encode("utf-8"))
     return loaded
 
 

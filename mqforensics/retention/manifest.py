@@ -382,7 +382,7 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` so a reader sees the old or the new content, never a torn one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
@@ -484,7 +484,7 @@ def record_approval(plan: Plan, by: str, note: str = "") -> dict[str, Any]:
         "note": note,
     }
     data = (json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    _write_atomically(plan.directory / APPROVAL, data)
+    write_atomically(plan.directory / APPROVAL, data)
     return record
 
 

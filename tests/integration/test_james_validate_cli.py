@@ -2,13 +2,10 @@
 naming the expectation, with exit codes 0 and 1."""
 
 import json
-import shutil
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mqforensics.cli import main
 from mqforensics.demo import BUNDLED
+from tests.integration.james_snapshot_support import snapshot_with_a_duplicated_marker
 
 
 def test_the_bundled_sample_passes_and_a_duplicated_marker_fails(spark, tmp_path, capsys):
@@ -16,13 +13,7 @@ def test_the_bundled_sample_passes_and_a_duplicated_marker_fails(spark, tmp_path
     assert main(["validate", "james", "--snapshot", str(BUNDLED), "--blob-listing", listing]) == 0
     assert ", 0 failed" in capsys.readouterr().out
 
-    broken = tmp_path / "snapshot"
-    shutil.copytree(BUNDLED, broken)
-    deleted = broken / "deletedmailsv2.parquet"
-    table = pq.read_table(deleted)
-    shutil.rmtree(deleted)
-    deleted.mkdir()
-    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), deleted / "part-0.parquet")
+    broken = snapshot_with_a_duplicated_marker(tmp_path / "snapshot")
     out = tmp_path / "out"
     status = main(["validate", "james", "--snapshot", str(broken), "--out", str(out)])
     printed = capsys.readouterr().out

@@ -10,24 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from mqforensics.demo import BUNDLED
+from tests.integration.james_snapshot_support import snapshot_with_a_duplicated_marker
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "validation" / "james_quality.ipynb"
 
 
 def test_a_failing_suite_fails_the_notebook_and_names_the_expectation(tmp_path: Path) -> None:
-    broken = tmp_path / "snapshot"
-    shutil.copytree(BUNDLED, broken)
     # A consumed marker written twice: deletedMailsV2's (queue, enqueueId) key is no longer unique.
-    deleted = broken / "deletedmailsv2.parquet"
-    table = pq.read_table(deleted)
-    shutil.rmtree(deleted)
-    deleted.mkdir()
-    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), deleted / "part-0.parquet")
+    broken = snapshot_with_a_duplicated_marker(tmp_path / "snapshot")
     env = {
         **os.environ,
         "MQF_JAMES_ARGS": f"--snapshot {broken}",
