@@ -41,7 +41,8 @@ test: lint
 
 lab: setup
 	@mkdir -p notebooks
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Long-lived servers for notebooks and manual work; state and logs in .services/.
 services: setup
