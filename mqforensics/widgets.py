@@ -48,8 +48,13 @@ class Explorer(ipywidgets.VBox):
         self._quiet = False  # set while one picker resets another: draw only the final state
         self._image = ipywidgets.Image(format="png", layout=ipywidgets.Layout(max_width="100%"))
         self._caption = ipywidgets.HTML()
+        # A range slider's own readout is cut at ~20 characters; the whole selection is spelled
+        # out here instead.
+        self._chosen = ipywidgets.HTML()
         header = [ipywidgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
-        super().__init__([*header, ipywidgets.HBox(controls), self._image, self._caption])
+        super().__init__(
+            [*header, ipywidgets.HBox(controls), self._chosen, self._image, self._caption]
+        )
         for control in controls:
             control.observe(lambda _change: self.refresh(), names="value")
         self.refresh()
@@ -80,6 +85,10 @@ class Explorer(ipywidgets.VBox):
         png, caption = self._render()
         self._image.value = png
         self._caption.value = caption
+        self._chosen.value = f"<small>{html.escape(self._chosen_text())}</small>"
+
+    def _chosen_text(self) -> str:
+        return ", ".join(f"{k}={_text(v)}" for k, v in self.selection().items())
 
     def png(self) -> bytes:
         """The current view as PNG bytes."""
@@ -89,7 +98,7 @@ class Explorer(ipywidgets.VBox):
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         png, caption = self._render()
         encoded = base64.b64encode(png).decode("ascii")
-        chosen = ", ".join(f"{k}={_text(v)}" for k, v in self.selection().items())
+        chosen = self._chosen_text()
         bundle["image/png"] = encoded
         bundle["text/html"] = (
             f'<div class="mqf-explorer"><p><b>{html.escape(self._title)}</b> '
@@ -127,13 +136,14 @@ def _range_slider(instants: list[Any], description: str) -> Any:
     if len(labels) < 2:
         labels = labels or [("-", None)]
         slider = ipywidgets.SelectionRangeSlider(
-            options=labels, index=(0, 0), description=description, disabled=True
+            options=labels, index=(0, 0), description=description, disabled=True, readout=False
         )
         return slider
     return ipywidgets.SelectionRangeSlider(
         options=labels,
         index=(0, len(labels) - 1),
         description=description,
+        readout=False,
         layout=ipywidgets.Layout(width="480px"),
     )
 

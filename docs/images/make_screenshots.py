@@ -1,7 +1,7 @@
 """Make the README's screenshots with the real tools: the archive report, and an explorer in
 JupyterLab.
 
-    .venv/bin/python docs/images/make_screenshots.py
+    .venv/bin/python docs/images/make_screenshots.py [report] [explorer]
 
 1. ``report.png``: ``mqforensics demo`` into a scratch directory, ``mqforensics report html`` of
    its findings and plan, opened in headless Chromium (`mqforensics.services.chromium`).
@@ -64,7 +64,8 @@ def _wait(tools: DevTools, expression: str, timeout: float, what: str) -> None:
         if _evaluate(tools, expression):
             return
         time.sleep(1)
-    raise SystemExit(f"timed out waiting for {what}")
+    seen = _evaluate(tools, "document.body.innerText.slice(0, 1500)")
+    raise SystemExit(f"timed out waiting for {what}; the page shows:\n{seen}")
 
 
 def explorer_png(scratch: Path) -> None:
@@ -95,8 +96,17 @@ def explorer_png(scratch: Path) -> None:
             tools.call("Page.navigate", url=url)
             _wait(tools, "!!(window.jupyterapp && document.querySelector('.jp-Notebook'))",
                   120, "JupyterLab and the notebook")  # fmt: skip
-            time.sleep(20)  # the kernel starts; run-all waits for it anyway
-            _evaluate(tools, "window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            # A headless page has no focus, so the shell's current widget stays unset: the
+            # notebook is found among the main area's widgets and activated explicitly.
+            tools.call("Emulation.setFocusEmulationEnabled", enabled=True)
+            panel = ("Array.from(window.jupyterapp.shell.widgets('main'))"
+                     ".find(w => w.sessionContext)")  # fmt: skip
+            _evaluate(tools, f"window.jupyterapp.shell.activateById(({panel}).id)")
+            kernel = f"({panel}).sessionContext.session?.kernel"
+            _wait(tools, f"{kernel}?.status === 'idle'", 180, "the notebook's kernel")
+            # Started, not awaited: the command's promise settles only when every cell ran,
+            # which takes longer than one DevTools call may wait.
+            _evaluate(tools, "void window.jupyterapp.commands.execute('notebook:run-all-cells')")
             heatmap = (
                 "Array.from(document.querySelectorAll('.widget-vbox')).find(b =>"
                 " b.textContent.includes('Slices x buckets') && b.querySelector('img') &&"
@@ -122,11 +132,14 @@ def explorer_png(scratch: Path) -> None:
         lab.wait(timeout=30)
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    wanted = set(argv) or {"report", "explorer"}
     with tempfile.TemporaryDirectory(prefix="mqf-screenshots-") as scratch:
-        report_png(Path(scratch))
-        explorer_png(Path(scratch))
+        if "report" in wanted:
+            report_png(Path(scratch))
+        if "explorer" in wanted:
+            explorer_png(Path(scratch))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -45,8 +45,11 @@ def test_findings_pickers_filter_the_table_and_the_figure() -> None:
     explorer.severity.value = ("error", "info")
     days = explorer.period.options
     assert [label for label, _ in days] == ["2026-11-01 00:00", "2026-11-03 00:00"]
+    assert explorer.period.readout is False  # cut at ~20 characters: spelled out below instead
+    assert "observed=2026-11-01 00:00..2026-11-03 00:00" in explorer._chosen.value
     explorer.period.index = (1, 1)
     assert sorted(explorer.selected()["subject"]) == ["b1", "m2"]
+    assert "observed=2026-11-03 00:00..2026-11-03 00:00" in explorer._chosen.value
     assert "2 findings selected" in explorer.caption_html()
 
 
