@@ -1,0 +1,43 @@
+"""Smoke test of two benchmarks (bench/cyrus_twoskip.py, bench/logqueue_segments.py) at tiny
+sizes: every subject runs in its own process and sees exactly what the generator wrote.
+
+The Cyrus one needs Cyrus's ``cyr_dbtool`` (no server): it is installed from Debian when
+missing, as the test services do, never skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import cyrus_twoskip, logqueue_segments
+
+CYRUS_RECORDS = 2_000
+LOGQUEUE_BYTES = 2_000_000
+
+
+def test_cyrus_twoskip_smoke(tmp_path: Path) -> None:
+    generated = sum(len(t) for t in cyrus_twoskip.generate_records(CYRUS_RECORDS))
+    assert generated == CYRUS_RECORDS
+    results = cyrus_twoskip.run(CYRUS_RECORDS, tmp_path)
+    assert [m.role for m in results] == ["ours", "ours", "baseline"]
+    assert {m.output["records"] for m in results} == {CYRUS_RECORDS}
+    assert results[0].output["data"]["records"] == CYRUS_RECORDS
+    assert all(m.seconds > 0 for m in results)
+    ours, _, baseline = results
+    # show prints key TAB value LF per record: the same pairs ours parsed.
+    assert baseline.output["show_bytes"] == ours.output["key_value_bytes"] + 2 * CYRUS_RECORDS
+    assert ours.output["problems"] == 0
+
+
+def test_logqueue_segments_smoke(tmp_path: Path) -> None:
+    results = logqueue_segments.run(LOGQUEUE_BYTES, tmp_path)
+    assert [m.role for m in results] == ["ours", "baseline", "baseline"]
+    data = results[0].output["data"]
+    # The generator is deterministic: writing again gives the cached queue's counts.
+    again = logqueue_segments.write_queue(tmp_path / "again", LOGQUEUE_BYTES)
+    assert (again.records, again.segment_bytes) == (data["records"], data["segment_bytes"])
+    assert data["segment_bytes"] >= LOGQUEUE_BYTES
+    counted = [m.output["records"] for m in results if "records" in m.output]
+    assert counted == [data["records"], data["records"]]
+    assert {m.output["bytes"] for m in results} == {data["segment_bytes"]}
+    assert results[0].output["problems"] == 0
+    assert all(m.seconds > 0 for m in results)
