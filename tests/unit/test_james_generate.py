@@ -323,3 +323,24 @@ def test_bad_specs_are_refused():
         gen.generate(spec(table_version="v3"))
     with pytest.raises(ValueError, match="queue-level"):
         gen.generate(spec(queues=("spool", "outgoing")))
+
+
+def test_vectorised_bucket_ids_equal_java_for_every_kind_of_name():
+    import random
+
+    import pyarrow as pa
+
+    from mqforensics.systems.james.java_hash import bucket_ids
+
+    r = random.Random(7)
+    alphabet = "abcXYZ0123-_.@é\u4e2d\U0001f600"
+    names = [None, "", "a", "polygenelubricants", "x" * 700] + [
+        "".join(r.choice(alphabet) for _ in range(r.randint(0, 90))) for _ in range(40_000)
+    ]
+    # An offset slice, more names than one internal slice, nulls, non-ASCII and surrogate pairs.
+    array = pa.array(["skipped", *names]).slice(1)
+    for count in (1, 3, 7, 64, 1000):
+        got = bucket_ids(array, count).tolist()
+        assert got == [-1 if n is None else bucket_id(n, count) for n in names]
+    with pytest.raises(ValueError):
+        bucket_ids(array, 0)

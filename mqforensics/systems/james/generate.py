@@ -1088,7 +1088,11 @@ def _write_part(directory: Path, table_name: str, index: int, table: Any) -> Non
 
 
 def write_parquet(
-    spec: GenerationSpec, directory: str | os.PathLike[str], *, blobs: bool = True
+    spec: GenerationSpec,
+    directory: str | os.PathLike[str],
+    *,
+    blobs: bool = True,
+    blob_files: bool = True,
 ) -> list[dict[str, Any]]:
     """Stream the state into a Parquet snapshot at `directory`; returns the ground truth.
 
@@ -1097,7 +1101,9 @@ def write_parquet(
     ``eventstore``), ``snapshot.json``, ``ground_truth.json``, ``ANOMALIES.md`` and, with
     `blobs`, ``blobs/<key>`` (file mtime = the object's last_modified) plus
     ``blob_inventory.parquet`` (the exact inventory, as git does not keep mtimes). Without
-    `blobs` the ground truth leaves out the blob checks (they need an inventory).
+    `blob_files` only the inventory is written (benchmarks: millions of small files would measure
+    the file system). Without `blobs` the ground truth leaves out the blob checks (they need an
+    inventory).
     """
     import pyarrow as pa
 
@@ -1115,13 +1121,15 @@ def write_parquet(
             table = pa.Table.from_pylist(chunk.deleted, schema=schemas["deleted"])
             _write_part(out, "deletedmailsv2", index, table)
         for key, (content, ms) in chunk.blobs.items():
-            blob_dir.mkdir(parents=True, exist_ok=True)
+            if blob_files:
+                blob_dir.mkdir(parents=True, exist_ok=True)
             path = blob_dir / key
             known = inventory.get(key)
             ms = max(ms, known[1]) if known else ms
-            if known is None:
-                path.write_bytes(content)
-            os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+            if blob_files:
+                if known is None:
+                    path.write_bytes(content)
+                os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
             inventory[key] = (len(content), ms, hashlib.md5(content).hexdigest())
     small = _small_tables(plan)
     for name, table_name in (

