@@ -49,7 +49,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
     lines = []
     for name, info in _used.items():
         if info:
-            where = info.get("endpoint") or info.get("remote") or f"{info['host']}:{info['port']}"
+            where = (
+                info.get("endpoint")
+                or info.get("remote")
+                or info.get("master")
+                or f"{info['host']}:{info['port']}"
+            )
             version = f" {info['version']}" if "version" in info else ""
             lines.append(f"{name}{version} at {where}, ready in {info['startup_seconds']}s")
     if lines:
@@ -117,6 +122,13 @@ def cqlsh(cassandra, tmp_path_factory):
 def spark_connect() -> dict:
     """A real Spark Connect server (``remote``: its sc:// URL), local mode, on 127.0.0.1."""
     return _server("spark-connect")
+
+
+@pytest.fixture(scope="session")
+def spark_standalone() -> dict:
+    """A real standalone Spark master and one worker (2 cores, 2 GiB) on 127.0.0.1 (``master``:
+    its spark:// URL, ``webui_port``: the master's web UI, ``work_dir``: the worker's)."""
+    return _server("spark-standalone")
 
 
 @pytest.fixture(scope="session")

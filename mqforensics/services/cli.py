@@ -43,7 +43,12 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "up":
         for name in names:
             info = harness.ensure(name)
-            where = info.get("endpoint") or f"{info['host']}:{info['port']}"
+            where = (
+                info.get("endpoint")
+                or info.get("remote")
+                or info.get("master")
+                or f"{info['host']}:{info['port']}"
+            )
             print(f"{name}: up at {where} (pid {info['pid']}, log {info['log']})")
         env_file = harness.root / "services.env"
         env_file.write_text("".join(f"export {k}={v}\n" for k, v in harness.environment().items()))

@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
-from mqforensics.services import cassandra, cyrus, redis, seaweedfs, spark_connect
+from mqforensics.services import (
+    cassandra,
+    cyrus,
+    redis,
+    seaweedfs,
+    spark_connect,
+    spark_standalone,
+)
 from mqforensics.services.process import ServerDir, pid_alive, port_open, stop
 
 Starter = Callable[[ServerDir], dict]
@@ -28,6 +35,7 @@ STARTERS: dict[str, Starter] = {
     "cassandra": cassandra.start,
     "seaweedfs": seaweedfs.start,
     "spark-connect": spark_connect.start,
+    "spark-standalone": spark_standalone.start,
     "cyrus": cyrus.start,
     "redis": redis.start,
 }
@@ -40,6 +48,9 @@ PROBES: dict[str, Callable[[dict], bool]] = {
     "cassandra": lambda info: cassandra.cql_ready(int(info["port"])),
     "seaweedfs": lambda info: seaweedfs.s3_ready(str(info["endpoint"])),
     "spark-connect": lambda info: port_open(int(str(info["remote"]).rsplit(":", 1)[1])),
+    "spark-standalone": lambda info: spark_standalone.worker_registered(
+        int(info["webui_port"]), int(info["worker_port"])
+    ),
     "cyrus": lambda info: cyrus.imap_login_works(
         int(info["port"]), str(info["username"]), str(info["password"])
     ),
@@ -128,6 +139,9 @@ class Harness:
         connect = self.running("spark-connect")
         if connect:
             env["SPARK_REMOTE"] = str(connect["remote"])
+        standalone = self.running("spark-standalone")
+        if standalone:
+            env["MQF_SPARK_MASTER"] = str(standalone["master"])
         redis_info = self.running("redis")
         if redis_info:
             env["MQF_REDIS_URL"] = str(redis_info["url"])

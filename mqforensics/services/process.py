@@ -3,6 +3,8 @@
 A server directory holds everything about one running server::
 
     <dir>/pid           process id (the process leads its own process group)
+    <dir>/pid.<role>    process id of a companion of that process (e.g. a Spark worker next to
+                        its master), in a process group of its own, stopped with the server
     <dir>/server.json   what clients need: ports, endpoints, credentials for the test server
     <dir>/data/         the server's data (throwaway)
     <dir>/logs/         its stdout/stderr and own log files, kept when something fails
@@ -104,15 +106,23 @@ class ServerDir:
     def logs(self) -> Path:
         return self.path / "logs"
 
-    def recorded_pid(self) -> int | None:
+    def companion_pid_file(self, role: str) -> Path:
+        return self.path / f"pid.{role}"
+
+    def pid_files(self) -> list[Path]:
+        """The companions' pid files, then the main one: the order processes are stopped in."""
+        return [*sorted(self.path.glob("pid.*")), self.pid_file]
+
+    def recorded_pid(self, pid_file: Path | None = None) -> int | None:
         try:
-            return int(self.pid_file.read_text().strip())
+            return int((pid_file or self.pid_file).read_text().strip())
         except (OSError, ValueError):
             return None
 
-    def owned_pid(self) -> int | None:
-        """The recorded pid if that process is alive and really is this directory's server."""
-        pid = self.recorded_pid()
+    def owned_pid(self, pid_file: Path | None = None) -> int | None:
+        """The recorded pid if that process is alive and really is this directory's server
+        (or, given a companion's `pid_file`, that companion)."""
+        pid = self.recorded_pid(pid_file)
         if pid is None or not pid_alive(pid):
             return None
         return pid if str(self.path) in _cmdline(pid) else None
@@ -124,15 +134,12 @@ class ServerDir:
             return None
 
     def reap(self) -> bool:
-        """Kill an orphaned server left by an earlier run; True if there was one."""
-        pid = self.owned_pid()
-        if pid is not None:
-            _kill_group(pid, grace=0)
-        with contextlib.suppress(FileNotFoundError):
-            self.pid_file.unlink()
+        """Kill an orphaned server (and its companions) left by an earlier run; True if the
+        server or a companion was still running."""
+        found = _stop_recorded(self, grace=0)
         with contextlib.suppress(FileNotFoundError):
             self.info_file.unlink()
-        return pid is not None
+        return found
 
     def reset(self) -> None:
         """Fresh, empty data and log directories (after `reap`)."""
@@ -171,11 +178,15 @@ def launch(
     ready: Callable[[], bool],
     timeout: float,
     log_name: str = "stdout.log",
+    companion: str | None = None,
 ) -> int:
     """Start `argv` as `server`'s process and wait until `ready()`; return its pid.
 
     The process gets its own session so that stopping it also stops its children. If it exits
     or is not ready within `timeout` seconds it is killed and a ServiceStartError names the log.
+    With `companion` (a role such as ``worker``) the process is a second one of the same server:
+    its pid goes to ``pid.<role>`` and `stop`/`reap` end it before the main process. Its command
+    line must name the server directory too.
     """
     log = server.logs / log_name
     with open(log, "ab") as out:
@@ -188,7 +199,8 @@ def launch(
             env=env,
             start_new_session=True,
         )
-    server.pid_file.write_text(f"{proc.pid}\n")
+    pid_file = server.companion_pid_file(companion) if companion else server.pid_file
+    pid_file.write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         code = proc.poll()
@@ -213,9 +225,18 @@ def stop(server: ServerDir, grace: float = 3.0) -> bool:
     The harness's servers hold throwaway data, so the grace period is short (SeaweedFS does not
     exit on SIGTERM within 10 s).
     """
-    pid = server.owned_pid()
-    if pid is not None:
-        _kill_group(pid, grace=grace)
-    with contextlib.suppress(FileNotFoundError):
-        server.pid_file.unlink()
-    return pid is not None
+    return _stop_recorded(server, grace=grace)
+
+
+def _stop_recorded(server: ServerDir, grace: float) -> bool:
+    """Kill the process group of every process recorded in `server` that is still its own
+    (companions first); remove the pid files. True if any was running."""
+    found = False
+    for pid_file in server.pid_files():
+        pid = server.owned_pid(pid_file)
+        if pid is not None:
+            found = True
+            _kill_group(pid, grace=grace)
+        with contextlib.suppress(FileNotFoundError):
+            pid_file.unlink()
+    return found

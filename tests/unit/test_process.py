@@ -1,5 +1,7 @@
 """The harness's process handling, with a stand-in server process (no real server needed)."""
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +52,33 @@ def test_reap_kills_an_orphan_left_by_a_killed_run(tmp_path):
     # A new harness on the same directory finds the orphan through the pid file.
     assert ServerDir(server.path).reap()
     assert wait_dead(pid)
+
+
+def start_companion(server: ServerDir) -> int:
+    return launch(
+        server,
+        [sys.executable, "-c", SLEEPER, str(server.path)],
+        ready=lambda: True,
+        timeout=10,
+        log_name="worker.log",
+        companion="worker",
+    )
+
+
+def test_stop_and_reap_end_a_companion_with_its_server(tmp_path):
+    server = fresh(tmp_path)
+    pid, worker = start_sleeper(server), start_companion(server)
+    assert server.owned_pid() == pid
+    assert server.owned_pid(server.companion_pid_file("worker")) == worker
+    assert stop(server, grace=2)
+    assert wait_dead(pid) and wait_dead(worker)
+    assert not server.companion_pid_file("worker").exists()
+    # The main process died on its own: the orphaned companion is still reaped.
+    pid, worker = start_sleeper(server), start_companion(server)
+    os.killpg(pid, signal.SIGKILL)
+    assert wait_dead(pid)
+    assert ServerDir(server.path).reap()
+    assert wait_dead(worker)
 
 
 def test_reap_never_kills_an_unrelated_process_that_reused_the_pid(tmp_path):
