@@ -342,5 +342,7 @@ def test_vectorised_bucket_ids_equal_java_for_every_kind_of_name():
     for count in (1, 3, 7, 64, 1000):
         got = bucket_ids(array, count).tolist()
         assert got == [-1 if n is None else bucket_id(n, count) for n in names]
+    chunked = pa.chunked_array([array.slice(0, 100), array.slice(100)])
+    assert bucket_ids(chunked, 7).tolist() == bucket_ids(array, 7).tolist()
     with pytest.raises(ValueError):
         bucket_ids(array, 0)

@@ -101,16 +101,23 @@ def _hashcodes(names: pa.Array) -> np.ndarray:
     return hashes
 
 
-def bucket_ids(names: pa.Array, bucket_count: int) -> np.ndarray:
-    """`bucket_id` of every name (int64; -1 for a null name), vectorised over an Arrow array."""
+def bucket_ids(names: pa.Array | pa.ChunkedArray, bucket_count: int) -> np.ndarray:
+    """`bucket_id` of every name (int64; -1 for a null name), vectorised over Arrow strings."""
     import numpy as np
 
     if bucket_count <= 0:
         raise ValueError(f"bucket_count must be positive, got {bucket_count}")
+    import pyarrow as pa
+
+    chunks = names.chunks if isinstance(names, pa.ChunkedArray) else [names]
     # In slices small enough for the per-byte arrays to stay in cache (20x faster at 1M names).
     hashes = np.concatenate(
         [np.zeros(0, dtype=np.int64)]
-        + [_hashcodes(names.slice(i, _SLICE)) for i in range(0, len(names), _SLICE)]
+        + [
+            _hashcodes(chunk.slice(i, _SLICE))
+            for chunk in chunks
+            for i in range(0, len(chunk), _SLICE)
+        ]
     )
     buckets = np.abs(hashes) % bucket_count
     return np.where(names.is_null().to_numpy(zero_copy_only=False), -1, buckets)

@@ -1,0 +1,186 @@
+"""The full James audit on a Parquet snapshot, against a bare Spark scan of the same files and
+against the same checks in pandas (`bench.james_pandas`).
+
+    python -m bench.james_audit run --entries 1000000          # all three, prints JSON lines
+    python -m bench.james_audit measure ours --snapshot DIR    # one subject (a child process)
+
+Snapshots come from the project's generator (`write_parquet`, the planted anomalies of the
+bundled sample, a blob inventory instead of blob files) and are cached under
+``~/.cache/mqforensics/bench/``. Every subject runs in a fresh process; Spark subjects get the
+same fixed driver heap (`DRIVER_MEMORY`) at every size, so a flat peak shows streaming, and their
+session start-up is not timed (it is the same for both). The run fails when our findings differ
+from the ground truth or from pandas': a baseline that checks less is no baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench import measure
+
+DRIVER_MEMORY = "3g"
+CACHE = Path(os.environ.get("MQF_BENCH_CACHE") or Path.home() / ".cache" / "mqforensics" / "bench")
+GENERATOR_VERSION = "1"  # bump when the generated data changes
+TABLES = (
+    "enqueuedmailsv4.parquet", "deletedmailsv2.parquet", "browsestart.parquet",
+    "contentstart.parquet", "eventstore.parquet", "blob_inventory.parquet",
+)  # fmt: skip
+
+
+def snapshot(entries: int, cache: Path = CACHE) -> Path:
+    """A generated snapshot with `entries` normal mails (plus the planted ones), made once."""
+    from datasets.james.make_sample import SAMPLE_SPEC
+    from mqforensics.systems.james.generate import write_parquet
+
+    target = cache / f"james-{entries}-v{GENERATOR_VERSION}"
+    if (target / ".complete").exists():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    spec = replace(SAMPLE_SPEC, normal_mails=entries, chunk_size=200_000)
+    started = time.perf_counter()
+    write_parquet(spec, target, blob_files=False)
+    seconds = round(time.perf_counter() - started, 1)
+    (target / ".complete").write_text(json.dumps({"generated_in_seconds": seconds}) + "\n")
+    return target
+
+
+def _as_of(directory: Path) -> dt.datetime:
+    taken = json.loads((directory / "snapshot.json").read_text())["taken_at"]
+    return dt.datetime.fromisoformat(taken.replace("Z", "+00:00"))
+
+
+def _spark() -> Any:
+    from mqforensics.spark import session
+
+    spark = session("mqf-bench", ui=False)
+    spark.range(1).count()  # the JVM and the Python workers are up before timing starts
+    return spark
+
+
+def measure_ours(directory: Path, out: Path) -> dict[str, Any]:
+    from mqforensics.cli import build_parser
+    from mqforensics.systems.james.audit import audit
+
+    args = build_parser().parse_args(
+        ["audit", "james", "--snapshot", str(directory), "--out", str(out),
+         "--blob-listing", str(directory / "blob_inventory.parquet")]
+    )  # fmt: skip
+    spark = _spark()
+    started = time.perf_counter()
+    state, rows = audit(spark, args)
+    seconds = time.perf_counter() - started
+    state.unpersist()
+    found = [[r["check"], r["queue"], r["subject"], r["bytes"]] for r in rows]
+    (out / "compared.json").write_text(json.dumps(found))
+    measure.report({"findings": len(rows)}, seconds)
+    return {}
+
+
+def measure_scan(directory: Path) -> None:
+    """Every row and column of every table read and materialised, nothing computed."""
+    spark = _spark()
+    started = time.perf_counter()
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    counts = {}
+    for table in TABLES:
+        seen = Observation(table)
+        frame = spark.read.parquet(str(directory / table))
+        frame.observe(seen, F.count(F.lit(1)).alias("rows")).write.format("noop").mode(
+            "overwrite"
+        ).save()
+        counts[table] = int(seen.get["rows"])
+    measure.report({"rows": counts}, time.perf_counter() - started)
+
+
+def measure_pandas(directory: Path, out: Path) -> None:
+    from bench.james_pandas import audit
+
+    started = time.perf_counter()
+    found = audit(directory, _as_of(directory))
+    seconds = time.perf_counter() - started
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compared.json").write_text(json.dumps([list(f) for f in found]))
+    measure.report({"findings": len(found)}, seconds)
+
+
+def _compared(out: Path, with_bytes: set[str]) -> list[tuple]:
+    rows = json.loads((out / "compared.json").read_text())
+    return sorted((c, q, s, b if c in with_bytes else None) for c, q, s, b in rows)
+
+
+def run(entries: int, workdir: Path, *, with_pandas: bool = True) -> list[measure.Measurement]:
+    """Generate (or reuse) the snapshot and measure ours, the bare scan and pandas."""
+    directory = snapshot(entries)
+    size = f"{entries:,} entries"
+    spark_env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {DRIVER_MEMORY} pyspark-shell"}
+    ours_out, pandas_out = workdir / "ours", workdir / "pandas"
+    module = ["-m", "bench.james_audit", "measure"]
+    results = [
+        measure.run_subject(
+            "james_audit", "mqforensics audit james", "ours", size,
+            [*module, "ours", "--snapshot", str(directory), "--out", str(ours_out)],
+            env=spark_env,
+        ),
+        measure.run_subject(
+            "james_audit", "bare Spark scan (noop write)", "baseline", size,
+            [*module, "scan", "--snapshot", str(directory)], env=spark_env,
+        ),
+    ]  # fmt: skip
+    truth = json.loads((directory / "ground_truth.json").read_text())["findings"]
+    ours = _compared(ours_out, {"unreclaimed_slice", "orphaned_blob"})
+    expected = sorted((f["check"], f["subject"]) for f in truth)
+    if sorted((c, s) for c, _q, s, _b in ours) != expected:
+        raise AssertionError(f"our audit of {directory} does not match its ground truth")
+    if with_pandas:
+        results.append(
+            measure.run_subject(
+                "james_audit", "pandas, one process", "baseline", size,
+                [*module, "pandas", "--snapshot", str(directory), "--out", str(pandas_out)],
+            )
+        )  # fmt: skip
+        theirs = _compared(pandas_out, {"unreclaimed_slice", "orphaned_blob"})
+        if theirs != ours:
+            missing = sorted(set(ours) - set(theirs))[:5]
+            extra = sorted(set(theirs) - set(ours))[:5]
+            raise AssertionError(f"pandas findings differ: missing {missing}, extra {extra}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    one = sub.add_parser("measure")
+    one.add_argument("subject", choices=["ours", "scan", "pandas"])
+    one.add_argument("--snapshot", type=Path, required=True)
+    one.add_argument("--out", type=Path)
+    many = sub.add_parser("run")
+    many.add_argument("--entries", type=int, default=10_000)
+    many.add_argument("--workdir", type=Path, default=Path("out/bench/james_audit"))
+    many.add_argument("--no-pandas", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "measure":
+        if args.subject == "ours":
+            measure_ours(args.snapshot, args.out)
+        elif args.subject == "scan":
+            measure_scan(args.snapshot)
+        else:
+            measure_pandas(args.snapshot, args.out)
+        return 0
+    for m in run(args.entries, args.workdir, with_pandas=not args.no_pandas):
+        print(json.dumps(measure.as_dict(m)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Run the benchmarks and write their results: ``bench/results/<name>.json`` and, from it, the
+generated part of ``docs/benchmarks.md``.
+
+    python -m bench.run                 # full: James 1M and 10M, live 1M, Cyrus 1M, 1 GB segments
+    python -m bench.run --smoke         # every benchmark on tiny data (what `make test` runs)
+    python -m bench.run --only james_audit --james-entries 1000000
+    python -m bench.run --render-only   # re-render docs/benchmarks.md from the saved results
+
+Each measured subject runs in a fresh process (`bench.measure`); every benchmark checks that
+ours and its baseline produced the same answer before any number is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench import measure, report
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+BENCHMARKS = ("james_audit", "james_live", "cyrus_twoskip", "logqueue_segments")
+FULL = {
+    "james_entries": [1_000_000, 10_000_000],
+    "live_entries": 1_000_000,
+    "cyrus_records": 1_000_000,
+    "segment_bytes": 1 << 30,
+}
+SMOKE = {
+    "james_entries": [2_000, 20_000],
+    "live_entries": 2_000,
+    "cyrus_records": 2_000,
+    "segment_bytes": 2 << 20,
+}
+
+
+def run_all(
+    sizes: dict[str, Any],
+    only: list[str],
+    workdir: Path,
+    *,
+    cassandra: dict[str, Any] | None = None,
+) -> list[measure.Measurement]:
+    from bench import cyrus_twoskip, james_audit, james_live, logqueue_segments
+
+    results: list[measure.Measurement] = []
+    if "james_audit" in only:
+        for entries in sizes["james_entries"]:
+            results += james_audit.run(entries, workdir / f"james_audit-{entries}")
+    if "james_live" in only:
+        results += james_live.run(sizes["live_entries"], cassandra=cassandra)
+    if "cyrus_twoskip" in only:
+        results += cyrus_twoskip.run(sizes["cyrus_records"], workdir / "cyrus")
+    if "logqueue_segments" in only:
+        results += logqueue_segments.run(sizes["segment_bytes"], workdir / "logqueue")
+    return results
+
+
+def save(results: list[measure.Measurement], name: str, argv: list[str], seconds: float) -> Path:
+    """Write the results; measurements of the same benchmark and size saved before are replaced,
+    the others kept (a partial rerun updates its rows only)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fresh = [{**asdict(m), "measured_at": now} for m in results]
+    redone = {(m["benchmark"], m["size"]) for m in fresh}
+    kept: list[dict[str, Any]] = []
+    if path.exists():
+        previous = json.loads(path.read_text())
+        kept = [m for m in previous["measurements"] if (m["benchmark"], m["size"]) not in redone]
+    document = {
+        "measured_at": now,
+        "machine": measure.machine(),
+        "command": "python -m bench.run " + " ".join(argv),
+        "total_seconds": round(seconds, 1),
+        "measurements": kept + fresh,
+    }
+    path.write_text(json.dumps(document, indent=1) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny data: checks, not numbers")
+    parser.add_argument("--only", action="append", choices=BENCHMARKS, default=[])
+    parser.add_argument("--james-entries", type=int, action="append", default=[])
+    parser.add_argument("--workdir", type=Path, default=ROOT / "out" / "bench")
+    parser.add_argument("--name", help="results file name (default: full or smoke)")
+    parser.add_argument("--render-only", action="store_true")
+    args = parser.parse_args(argv)
+    name = args.name or ("smoke" if args.smoke else "full")
+    if not args.render_only:
+        sizes = dict(SMOKE if args.smoke else FULL)
+        if args.james_entries:
+            sizes["james_entries"] = args.james_entries
+        started = time.perf_counter()
+        results = run_all(sizes, args.only or list(BENCHMARKS), args.workdir)
+        path = save(results, name, argv, time.perf_counter() - started)
+        print(f"wrote {path}")
+        for m in results:
+            print(f"{m.benchmark:<18} {m.size:<28} {m.subject:<48} {m.seconds:>9.2f} s")
+    if name == "full":
+        document = json.loads((RESULTS / "full.json").read_text())
+        report.write_doc(DOC, document)
+        print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
