@@ -10,7 +10,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(PY)
 export PYSPARK_DRIVER_PYTHON := $(PY)
 
-.PHONY: setup demo test test-unit lint lab services services-down clean
+.PHONY: setup demo test test-unit lint lab bench services services-down clean
 
 setup: $(VENV)/.installed
 
@@ -25,8 +25,8 @@ demo: setup
 	$(PY) -m mqforensics demo --out out/demo
 
 lint: setup
-	$(PY) -m ruff check mqforensics tests datasets
-	$(PY) -m ruff format --check mqforensics tests datasets
+	$(PY) -m ruff check mqforensics tests datasets bench docs/images
+	$(PY) -m ruff format --check mqforensics tests datasets bench docs/images
 	$(PY) -m mypy
 
 test-unit: setup
@@ -38,6 +38,12 @@ test: lint
 	$(PY) -m mqforensics services fetch
 	$(PY) -m pytest tests -v --durations=5
 	$(PY) -m pytest --nbmake notebooks -q
+
+# Benchmarks against baselines measured in the same run (not part of `make test`, which runs
+# them in smoke mode); results in bench/results/full.json and docs/benchmarks.md.
+bench: setup
+	$(PY) -m mqforensics services fetch
+	$(PY) -m bench.run
 
 lab: setup
 	@mkdir -p notebooks

@@ -36,12 +36,12 @@ TABLES = (
 )  # fmt: skip
 
 
-def snapshot(entries: int, cache: Path = CACHE) -> Path:
+def snapshot(entries: int, cache: Path | None = None) -> Path:
     """A generated snapshot with `entries` normal mails (plus the planted ones), made once."""
     from datasets.james.make_sample import SAMPLE_SPEC
     from mqforensics.systems.james.generate import write_parquet
 
-    target = cache / f"james-{entries}-v{GENERATOR_VERSION}"
+    target = (cache or CACHE) / f"james-{entries}-v{GENERATOR_VERSION}"
     if (target / ".complete").exists():
         return target
     shutil.rmtree(target, ignore_errors=True)
@@ -119,9 +119,11 @@ def _compared(out: Path, with_bytes: set[str]) -> list[tuple]:
     return sorted((c, q, s, b if c in with_bytes else None) for c, q, s, b in rows)
 
 
-def run(entries: int, workdir: Path, *, with_pandas: bool = True) -> list[measure.Measurement]:
+def run(
+    entries: int, workdir: Path, *, with_pandas: bool = True, cache: Path | None = None
+) -> list[measure.Measurement]:
     """Generate (or reuse) the snapshot and measure ours, the bare scan and pandas."""
-    directory = snapshot(entries)
+    directory = snapshot(entries, cache)
     size = f"{entries:,} entries"
     spark_env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {DRIVER_MEMORY} pyspark-shell"}
     ours_out, pandas_out = workdir / "ours", workdir / "pandas"

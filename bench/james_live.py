@@ -255,15 +255,19 @@ def read_cqlsh(where: str, keyspace: str) -> None:
 
 
 def run(
-    entries: int, *, keep_servers: bool = False, cassandra: dict[str, Any] | None = None
+    entries: int,
+    *,
+    keep_servers: bool = False,
+    cassandra: dict[str, Any] | None = None,
+    cache: Path | None = None,
 ) -> list[measure.Measurement]:
     """Measure both pairs on `entries`; against `cassandra` (connection info of a running
     server) or one started under the bench cache (stopped afterwards unless `keep_servers`)."""
     from mqforensics.services.harness import Harness
 
-    directory = snapshot(entries)
-    harness = Harness(CACHE / "servers")
-    info = cassandra or harness.ensure("cassandra")
+    directory = snapshot(entries, cache)
+    harness = Harness(CACHE / "servers") if cassandra is None else None
+    info = cassandra or harness.ensure("cassandra")  # type: ignore[union-attr]
     try:
         keyspace = f"bench_{entries}"
         where = _where(info)
@@ -291,7 +295,7 @@ def run(
                                 [*child, "read-cqlsh", *target], env=login),
         ]  # fmt: skip
     finally:
-        if cassandra is None and not keep_servers:
+        if harness is not None and not keep_servers:
             harness.stop_all()
     ours, james = results[0].output["sizes"], results[1].output["sizes"]
     if ours != james:

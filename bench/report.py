@@ -39,6 +39,8 @@ TARGETS = (
            "live_read", "cqlsh COPY TO", "our Cassandra source", 1.0, at_most=False),
     Target("twoskip parsing within 2x of cyr_dbtool show",
            "cyrus_twoskip", "mqforensics twoskip.read", "cyr_dbtool twoskip show", 2.0),
+    Target("twoskip parsing over cyr_dbtool -T show (one read transaction)",
+           "cyrus_twoskip", "mqforensics twoskip.read", "cyr_dbtool -T twoskip show", None),
     Target("segment parsing over a raw read of the same bytes",
            "logqueue_segments", "mqforensics read_segment", "raw read", None),
 )  # fmt: skip
