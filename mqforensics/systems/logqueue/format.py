@@ -137,6 +137,7 @@ RECORD_TYPES: dict[int, RecordType] = {
 }
 
 _INT = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q"}
+_INT_STRUCTS = {kind: struct.Struct(">" + code) for kind, code in _INT.items()}
 
 
 class FormatError(ValueError):
@@ -258,25 +259,31 @@ def record_crc(data: bytes, offset: int, length: int) -> int:
 
 
 class _Cursor:
+    """Reads a payload's fields in place (`unpack_from`, no intermediate slices)."""
+
+    __slots__ = ("data", "pos")
+
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
 
-    def take(self, size: int) -> bytes:
+    def _need(self, size: int) -> None:
         if self.pos + size > len(self.data):
             raise FormatError(f"payload ends inside a field at payload byte {self.pos}")
-        out = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return out
 
     def int(self, kind: str) -> int:
-        fmt = ">" + _INT[kind]
-        (value,) = struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+        unpacker = _INT_STRUCTS[kind]
+        self._need(unpacker.size)
+        (value,) = unpacker.unpack_from(self.data, self.pos)
+        self.pos += unpacker.size
         return int(value)
 
     def str(self) -> str:
-        raw = self.take(self.int("u16"))
+        size = self.int("u16")
+        self._need(size)
+        start = self.pos
+        self.pos += size
         try:
-            return raw.decode("utf-8")
+            return self.data[start : self.pos].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise FormatError(f"string is not UTF-8 ({exc.reason})") from None
 
