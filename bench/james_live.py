@@ -147,13 +147,12 @@ def _as_of(directory: Path) -> dt.datetime:
 def getsize_ours(where: str, keyspace: str, as_of: dt.datetime) -> None:
     from mqforensics.spark import session
     from mqforensics.systems.james import browse
-    from mqforensics.systems.james.live import LiveOptions, read_live
 
     spark = session("mqf-bench", ui=False)
     spark.range(1).count()
     started = time.perf_counter()
-    state = read_live(spark, _endpoint(where), LiveOptions(keyspace=keyspace), as_of=as_of)
-    sizes = {r.queuename: int(r.size) for r in browse.sizes(state).collect()}
+    frame = browse.live_sizes(spark, _endpoint(where), keyspace=keyspace, as_of=as_of)
+    sizes = {r.queuename: int(r.size) for r in frame.collect()}
     measure.report({"sizes": sizes}, time.perf_counter() - started)
 
 

@@ -30,7 +30,7 @@ class Measurement:
     role: str  # "ours" or "baseline"
     size: str  # e.g. "1M entries"
     seconds: float
-    python_peak_rss: int  # bytes, ru_maxrss of the measuring process
+    python_peak_rss: int  # bytes, VmHWM of the measuring process
     jvm_peak_rss: int | None = None  # bytes, VmHWM of the Spark JVM when one ran
     output: dict[str, Any] = field(default_factory=dict)  # counts that prove the work was done
     command: str = ""
@@ -63,7 +63,10 @@ def report(output: dict[str, Any], seconds: float, *, jvm_pid: int | None = None
     pid = jvm_pid if jvm_pid is not None else _jvm_pid()
     line = {
         "seconds": round(seconds, 3),
-        "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        # VmHWM, not ru_maxrss: Linux carries a parent's high-water mark into ru_maxrss of a
+        # forked-then-exec'd child, so a bench runner's own size would show in every subject.
+        "python_peak_rss": peak_rss_of(os.getpid())
+        or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "jvm_peak_rss": peak_rss_of(pid) if pid else None,
         "output": output,
     }

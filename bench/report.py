@@ -107,8 +107,13 @@ def render(document: dict[str, Any]) -> str:
     out = [
         MARKER,
         "",
-        f"Measured {document['measured_at']} with `{document['command']}` "
-        f"({document['total_seconds']:,.0f} s in all, data generation included).",
+        "Runs (a rerun replaces the rows of the benchmarks and sizes it measured, so both sides "
+        "of every ratio come from the same run; seconds include data generation):",
+        "",
+        *[
+            f"- {run['measured_at']}: `{run['command']}` ({run['total_seconds']:,.0f} s)"
+            for run in document.get("runs") or [document]
+        ],
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['java']}; "
         f"Python {m['python']}; pyspark {m['pyspark']}; Linux {m['kernel']}.",
@@ -129,13 +134,15 @@ def render(document: dict[str, Any]) -> str:
         out.append(f"| {row['size']} | {row['seconds']:,.1f} | {_mib(row['python_peak_rss'])} | "
                    f"{_mib(row['jvm_peak_rss'])} |")  # fmt: skip
     out += ["", "### Every measurement", "",
-            "| benchmark | data | subject | role | seconds | Python peak | JVM peak | output |",
-            "|---|---|---|---|---:|---:|---:|---|"]  # fmt: skip
+            "| benchmark | data | subject | role | seconds | Python peak | JVM peak | output "
+            "| run |",
+            "|---|---|---|---|---:|---:|---:|---|---|"]  # fmt: skip
     for row in rows:
         out.append(
             f"| {row['benchmark']} | {row['size']} | {row['subject']} | {row['role']} | "
             f"{row['seconds']:,.2f} | {_mib(row['python_peak_rss'])} | "
-            f"{_mib(row['jvm_peak_rss'])} | {_output(row['output'])} |"
+            f"{_mib(row['jvm_peak_rss'])} | {_output(row['output'])} | "
+            f"{row.get('measured_at', '')} |"
         )
     out += ["", "Commands (each subject in a fresh process):", ""]
     out += [f"- `{row['command']}`" for row in rows]

@@ -51,3 +51,37 @@ def test_page_keeps_the_hand_written_part(tmp_path) -> None:
         "| full James audit within 3x of a bare Spark scan of the same files | 1M | 2.50x |" in text
     )
     assert "X, 2 cores, 23.5 GiB" in text and "`python -m bench.x bare Spark scan`" in text
+
+
+def test_partial_rerun_replaces_its_rows_and_keeps_the_runs_of_the_others(
+    tmp_path, monkeypatch
+) -> None:
+    from bench import measure
+    from bench import run as bench_run
+
+    monkeypatch.setattr(bench_run, "RESULTS", tmp_path)
+    machine = {"cpu": "X", "cores": 2, "memory_gib": 23.5, "java": "openjdk 17",
+               "python": "3.11.7", "pyspark": "4.1.1", "kernel": "6"}  # fmt: skip
+    monkeypatch.setattr(measure, "machine", lambda: machine)
+
+    def measured(benchmark: str, subject: str, seconds: float) -> measure.Measurement:
+        return measure.Measurement(benchmark, subject, "ours", "1M", seconds, 2**20)
+
+    first = [measured("james_audit", "mqforensics audit james", 30.0),
+             measured("cyrus_twoskip", "mqforensics twoskip.read", 5.0)]  # fmt: skip
+    bench_run.save(first, "full", ["--all"], 100.0)
+    path = bench_run.save(
+        [measured("james_audit", "mqforensics audit james", 20.0)], "full", ["--only", "x"], 50.0
+    )
+    import json
+
+    document = json.loads(path.read_text())
+    seconds = {m["benchmark"]: m["seconds"] for m in document["measurements"]}
+    assert seconds == {"james_audit": 20.0, "cyrus_twoskip": 5.0}
+    assert [r["command"] for r in document["runs"]] == [
+        "python -m bench.run --all",
+        "python -m bench.run --only x",
+    ]
+    text = report.render(document)
+    assert "`python -m bench.run --all` (100 s)" in text
+    assert "`python -m bench.run --only x` (50 s)" in text

@@ -185,7 +185,10 @@ def add_findings_arguments(parser: argparse.ArgumentParser) -> None:
 def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     """Write findings.parquet and findings.json atomically; return the findings as dicts."""
     out.mkdir(parents=True, exist_ok=True)
-    frame = frame.orderBy("check", "queue", "subject").cache()
+    # Computed once and kept: sorting samples its input, which would compute every check twice.
+    computed = frame.persist()
+    computed.count()
+    frame = computed.orderBy("check", "queue", "subject")
     staging = out / ".findings.parquet.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     frame.write.mode("overwrite").parquet(str(staging))
@@ -205,7 +208,7 @@ def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     json_tmp.replace(out / "findings.json")
-    frame.unpersist()
+    computed.unpersist()
     return rows
 
 

@@ -18,9 +18,15 @@ from pyspark.sql.window import Window
 from mqforensics.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    import datetime as dt
 
+    from pyspark.sql import DataFrame, SparkSession
+
+    from mqforensics.cassandra_connection import CassandraEndpoint
     from mqforensics.systems.james.state import JamesState
+
+# What getSize needs of a view row: its partition, its id, and the order browse returns it in.
+KEY_COLUMNS = ("queuename", "timerangestart", "bucketid", "enqueueid", "enqueuedtime")
 
 
 def current_configuration(state: JamesState) -> tuple[int, int]:
@@ -35,7 +41,7 @@ def browsable(state: JamesState) -> DataFrame:
     """Every mail James's browse returns, for all queues, with its browse `position` (1-based)."""
     window, bucket_count = current_configuration(state)
     last_slice = (int(state.as_of.timestamp()) // window) * window
-    markers = state.deleted.select("queuename", "enqueueid").distinct()
+    markers = state.deleted.select("queuename", "enqueueid")  # an anti join needs no distinct
     epoch = F.col("timerangestart").cast("long")
     starts = state.browse_start.select("queuename", F.col("browsestart").cast("long").alias("b"))
     visible = (
@@ -65,6 +71,25 @@ def sizes(state: JamesState) -> DataFrame:
         .join(counts, "queuename", "left")
         .select("queuename", F.coalesce(F.col("size"), F.lit(0)).cast("long").alias("size"))
     )
+
+
+def live_sizes(
+    spark: SparkSession,
+    endpoint: CassandraEndpoint,
+    *,
+    keyspace: str,
+    as_of: dt.datetime | None = None,
+    consistency: str = "LOCAL_QUORUM",
+) -> DataFrame:
+    """`sizes` of a live cluster, reading only what James's browse reads: the partitions from
+    each browseStart to the slice holding `as_of`, key columns only, and every
+    deletedMailsV2 marker in one token-range scan (James asks for them one row at a time)."""
+    from mqforensics.systems.james.live import LiveOptions, read_live
+
+    options = LiveOptions(
+        keyspace=keyspace, consistency=consistency, columns=KEY_COLUMNS, from_browse_start=True
+    )
+    return sizes(read_live(spark, endpoint, options, as_of=as_of))
 
 
 def delete_selection(

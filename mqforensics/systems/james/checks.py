@@ -12,11 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, IntegerType
 
 from mqforensics import findings
 from mqforensics.errors import InputError
@@ -67,7 +64,8 @@ class Context:
                 "no CassandraMailQueueViewConfiguration event in the eventstore: cannot know the "
                 "slice window and bucket count"
             )
-        self.entries = classify(self.state)
+        # Computed once, before the checks' jobs share it.
+        self.entries = self.state.keep(audit_rows(self.state))
 
     @property
     def window(self) -> int:
@@ -86,19 +84,44 @@ def config_events(state: JamesState) -> list[ConfigEvent]:
     ]
 
 
-def classify(state: JamesState) -> DataFrame:
-    """Entries with `consumed` (a deletedmailsv2 marker exists) and their browse/content starts."""
-    markers = (
-        state.deleted.select("queuename", "enqueueid")
-        .distinct()
-        .withColumn("consumed", F.lit(True))
-    )
+def classify(state: JamesState, entries: DataFrame | None = None) -> DataFrame:
+    """Entries (`state.entries`, or `entries` computed from them) with `consumed` (a
+    deletedmailsv2 marker exists) and their browse/content starts."""
+    # An EXISTS subquery (planned as one existence join): no distinct of the markers, and a
+    # duplicated marker cannot duplicate the row.
+    entries = (state.entries if entries is None else entries).alias("entry")
+    markers = state.deleted.alias("marker")
+    consumed = markers.where(
+        (F.col("marker.queuename") == F.col("entry.queuename").outer())
+        & (F.col("marker.enqueueid") == F.col("entry.enqueueid").outer())
+    ).exists()
     return (
-        state.entries.join(markers, ["queuename", "enqueueid"], "left")
-        .withColumn("consumed", F.coalesce(F.col("consumed"), F.lit(False)))
+        entries.withColumn("consumed", consumed)
         .join(state.browse_start, "queuename", "left")
         .join(state.content_start, "queuename", "left")
     )
+
+
+# What the checks read of a view row; `audit_rows` keeps only these, so the wide columns
+# (headers, attributes) are read once, not once per check, and never shuffled.
+_AUDIT_COLUMNS = (
+    *("queuename", "timerangestart", "bucketid", "enqueueid", "enqueuedtime", "name"),
+    *("headerblobid", "bodyblobid"),
+)
+
+
+def audit_rows(state: JamesState) -> DataFrame:
+    """Every view row, classified (`classify`), narrowed to what the checks read: its
+    `metadata_bytes` and its `addresses` (sender and recipients) instead of the wide columns."""
+    addresses = F.array_compact(F.concat(F.array("sender"), F.coalesce("recipients", F.array())))
+    narrow = state.entries.select(
+        *_AUDIT_COLUMNS,
+        metadata_bytes().alias("metadata_bytes"),
+        addresses.alias("addresses"),
+    )
+    # Repartitioned by the join key here, so the narrow rows are what the join shuffles (the
+    # optimizer would otherwise compute them after the join, shuffling the wide ones).
+    return classify(state, narrow.repartition("queuename", "enqueueid"))
 
 
 def _octets(column: str) -> Column:
@@ -112,33 +135,24 @@ def metadata_bytes() -> Column:
         "headerblobid", "bodyblobid",
     ]  # fmt: skip
     total = sum((_octets(c) for c in strings), F.lit(16).cast("long"))
-    recipients = F.aggregate(
-        F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
-        F.lit(0).cast("long"),
-        lambda acc, x: acc + F.coalesce(F.octet_length(x), F.lit(0)),
-    )
-    headers = F.aggregate(
-        F.coalesce(
-            F.col("perrecipientspecificheaders"),
-            F.array().cast("array<struct<_1:string,_2:string,_3:string>>"),
-        ),
-        F.lit(0).cast("long"),
-        lambda acc, t: (
-            acc
-            + F.coalesce(F.octet_length(t["_1"]), F.lit(0))
-            + F.coalesce(F.octet_length(t["_2"]), F.lit(0))
-            + F.coalesce(F.octet_length(t["_3"]), F.lit(0))
-        ),
-    )
-    attributes = F.coalesce(F.col("attributes"), F.create_map().cast("map<string,binary>"))
-    attribute_bytes = F.aggregate(
-        F.map_keys(attributes), F.lit(0).cast("long"), lambda acc, k: acc + F.octet_length(k)
-    ) + F.aggregate(
-        F.map_values(attributes),
-        F.lit(0).cast("long"),
-        lambda acc, v: acc + F.coalesce(F.length(v), F.lit(0)),
-    )
-    return total + recipients + headers + attribute_bytes
+    # Collections are measured by joining their strings (nulls are skipped, as they store no
+    # bytes): plain expressions, code-generated, where a per-element lambda is interpreted.
+    headers = F.col("perrecipientspecificheaders")
+    attributes = F.col("attributes")
+    parts = [
+        F.col("recipients"),
+        headers["_1"],
+        headers["_2"],
+        headers["_3"],
+        F.map_keys(attributes),
+        # binary -> string keeps the bytes as they are; only their number is used
+        F.map_values(attributes).cast("array<string>"),
+    ]
+    return total + sum((_joined_octets(p) for p in parts), F.lit(0).cast("long"))
+
+
+def _joined_octets(strings: Column) -> Column:
+    return F.coalesce(F.octet_length(F.array_join(strings, "")), F.lit(0)).cast("long")
 
 
 def _iso(column: str) -> Column:
@@ -184,40 +198,13 @@ def _blob_sizes(ctx: Context) -> DataFrame | None:
 def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
-    rows = ctx.entries.withColumn("metadata_bytes", metadata_bytes())
+    rows = ctx.entries
     partition = ["queuename", "timerangestart", "bucketid"]
-    addresses = (
-        rows.select(*partition, F.explode(F.concat(F.array("sender"), "recipients")).alias("a"))
-        .where(F.col("a").isNotNull())
-        .groupBy(*partition)
-        .agg(F.countDistinct("a").alias("addresses"))
+    per_partition = rows.groupBy(*partition, "browsestart", "contentstart").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when(~F.col("consumed"), 1).otherwise(0)).alias("live_rows"),
+        F.sum("metadata_bytes").alias("metadata_bytes"),
     )
-    per_partition = (
-        rows.groupBy(*partition, "browsestart", "contentstart")
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(F.when(~F.col("consumed"), 1).otherwise(0)).alias("live_rows"),
-            F.sum("metadata_bytes").alias("metadata_bytes"),
-        )
-        .join(addresses, partition, "left")
-    )
-    sizes = _blob_sizes(ctx)
-    if sizes is None:
-        per_partition = per_partition.withColumn("blob_bytes", F.lit(None).cast("long"))
-    else:
-        keys = rows.select(
-            *partition, F.explode(F.array("headerblobid", "bodyblobid")).alias("key")
-        )
-        blob_bytes = (
-            keys.where(F.col("key").isNotNull())
-            .distinct()
-            .join(sizes, "key")
-            .groupBy(*partition)
-            .agg(F.sum("blob_size").alias("blob_bytes"))
-        )
-        per_partition = per_partition.join(blob_bytes, partition, "left").withColumn(
-            "blob_bytes", F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
-        )
     trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
     all_consumed = F.col("live_rows") == 0
     reason = (
@@ -226,6 +213,31 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
+    # Addresses and blob bytes are counted for the rows of flagged partitions only.
+    flagged_rows = rows.join(flagged.select(*partition), partition, "left_semi")
+    addresses = (
+        flagged_rows.select(*partition, F.explode("addresses").alias("a"))
+        .groupBy(*partition)
+        .agg(F.countDistinct("a").alias("addresses"))
+    )
+    flagged = flagged.join(addresses, partition, "left")
+    sizes = _blob_sizes(ctx)
+    if sizes is None:
+        flagged = flagged.withColumn("blob_bytes", F.lit(None).cast("long"))
+    else:
+        keys = flagged_rows.select(
+            *partition, F.explode(F.array("headerblobid", "bodyblobid")).alias("key")
+        )
+        # Sizes joined before the distinct: references to blobs already gone drop out first.
+        blob_bytes = (
+            keys.join(sizes, "key")
+            .distinct()
+            .groupBy(*partition)
+            .agg(F.sum("blob_size").alias("blob_bytes"))
+        )
+        flagged = flagged.join(blob_bytes, partition, "left").withColumn(
+            "blob_bytes", F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
+        )
     detail = F.struct(
         "reason",
         "rows",
@@ -347,12 +359,11 @@ def stuck_mail(ctx: Context) -> DataFrame:
 
 
 def _referenced_keys(ctx: Context) -> DataFrame:
+    """Every blob key the queue references (not distinct)."""
     if ctx.state.blob_references is not None:
-        return ctx.state.blob_references.select("key").where(F.col("key").isNotNull()).distinct()
-    return (
-        ctx.state.entries.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key"))
-        .where(F.col("key").isNotNull())
-        .distinct()
+        return ctx.state.blob_references.select("key").where(F.col("key").isNotNull())
+    return ctx.entries.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key")).where(
+        F.col("key").isNotNull()
     )
 
 
@@ -365,9 +376,11 @@ def orphaned_blob(ctx: Context) -> DataFrame:
         return findings.empty(ctx.state.entries.sparkSession)
     cutoff = F.lit(ctx.as_of - ctx.options.blob_grace).cast("timestamp")
     complete = ctx.options.references_complete
-    orphans = blobs.where(F.col("last_modified") < cutoff).join(
-        _referenced_keys(ctx), "key", "left_anti"
-    )
+    candidates = blobs.where(F.col("last_modified") < cutoff)
+    # The references that name a listed blob (a stream through the listing, which is usually
+    # far smaller than the references), then the listed blobs none of them names.
+    referenced = _referenced_keys(ctx).join(candidates.select("key").distinct(), "key", "left_semi")
+    orphans = candidates.join(referenced.distinct(), "key", "left_anti")
     detail = F.struct(
         "bucket",
         "id_kind",
@@ -424,24 +437,15 @@ def dangling_blob_ref(ctx: Context) -> DataFrame:
 def bucket_mismatch(ctx: Context) -> DataFrame:
     """Rows in a bucket James would never compute for their name: browse still finds them,
     but they reveal a foreign writer, corruption or a bucket-count history we do not know."""
-    from mqforensics.systems.james.java_hash import bucket_id
-
     counts = sorted({e.bucket_count for e in ctx.history})
-
-    # Vectorised over Arrow batches: every row is hashed, so a per-row Python UDF would be the
-    # slowest step of an audit (bench/: 10M names).
-    @F.pandas_udf(BooleanType())  # type: ignore[call-overload]
-    def consistent(name: pd.Series, bucket: pd.Series) -> pd.Series:
-        return pd.Series(_bucket_fits(name, bucket, counts))
-
-    @F.udf(returnType=IntegerType())
-    def expected(name):  # type: ignore[no-untyped-def]
-        return None if name is None else bucket_id(name, counts[-1])
-
-    rows = ctx.state.entries.where(~consistent(F.col("name"), F.col("bucketid")))
+    name, bucket = F.col("name"), F.col("bucketid")
+    fits = F.lit(False)
+    for count in counts:
+        fits = fits | (james_bucket(name, count) == bucket)
+    rows = ctx.entries.where(name.isNull() | bucket.isNull() | ~fits)
     detail = F.struct(
         "bucketid",
-        expected(F.col("name")).alias("expected_bucket"),
+        james_bucket(name, counts[-1]).alias("expected_bucket"),
         F.lit(counts[-1]).alias("bucket_count"),
         "name",
     )
@@ -449,20 +453,12 @@ def bucket_mismatch(ctx: Context) -> DataFrame:
                     detail)  # fmt: skip
 
 
-def _bucket_fits(names: pd.Series, buckets: pd.Series, counts: list[int]) -> np.ndarray:
-    """Whether each row's bucket is the one James computes for its name under one of `counts`
-    (False for a null name or bucket)."""
-    import pyarrow as pa
-
-    from mqforensics.systems.james.java_hash import bucket_ids
-
-    arrow_names = pa.array(names, type=pa.string(), from_pandas=True)
-    present = buckets.notna().to_numpy()
-    wanted = buckets.fillna(-2).astype("int64").to_numpy()
-    fits = np.zeros(len(names), dtype=bool)
-    for count in counts:
-        fits |= bucket_ids(arrow_names, count) == wanted
-    return fits & present & names.notna().to_numpy()
+def james_bucket(name: Column, bucket_count: int) -> Column:
+    """James's bucket of a mail name, ``Math.abs(name.hashCode() % bucketCount)``, computed by
+    the JVM's own ``String.hashCode`` (through ``reflect``: no Python worker, and the same
+    UTF-16 arithmetic as James by construction); null for a null name."""
+    hashcode = F.reflect(F.lit("java.util.Objects"), F.lit("hashCode"), name).cast("int")
+    return F.when(name.isNotNull(), F.abs(hashcode % F.lit(bucket_count)))
 
 
 def slice_mismatch(ctx: Context) -> DataFrame:
@@ -478,7 +474,7 @@ def slice_mismatch(ctx: Context) -> DataFrame:
     in_range = (enqueued >= start - SLICE_EARLY_TOLERANCE_SECONDS * 1_000_000) & (
         enqueued < start + largest * 1_000_000
     )
-    rows = ctx.state.entries.where(~aligned | ~in_range)
+    rows = ctx.entries.where(~aligned | ~in_range)
     detail = F.struct(
         _iso("timerangestart").alias("slice"),
         _iso("enqueuedtime").alias("enqueued_time"),
@@ -523,7 +519,7 @@ def config_advice(ctx: Context) -> DataFrame:
     """Settings that fit the observed traffic: slices of about 10,000 mails (ADR 31), and a
     browse-start update about once per slice (rabbitmq.properties guidance)."""
     peaks = (
-        ctx.state.entries.groupBy("queuename", F.date_trunc("hour", "enqueuedtime").alias("hour"))
+        ctx.entries.groupBy("queuename", F.date_trunc("hour", "enqueuedtime").alias("hour"))
         .count()
         .groupBy("queuename")
         .agg(F.max("count").alias("peak"))

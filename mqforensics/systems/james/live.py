@@ -66,7 +66,9 @@ class JamesEnqueuedSource(DataSource):
 
     Options: the CassandraEndpoint options, ``keyspace``, ``table``, ``ranges`` (JSON object
     queue -> [first slice epoch, last slice epoch]), ``window``, ``bucket_count``, ``chunk``
-    (Cassandra partitions per Spark partition, default 256), ``consistency``, ``concurrency``.
+    (Cassandra partitions per Spark partition, default 256), ``consistency``, ``concurrency``,
+    ``columns`` (comma-separated enqueued columns to read, default all; `table_version` is
+    always added).
     """
 
     @classmethod
@@ -74,10 +76,30 @@ class JamesEnqueuedSource(DataSource):
         return "mqf_james_enqueued"
 
     def schema(self) -> str:
-        return schema.ENTRIES
+        if not self.options.get("columns"):
+            return schema.ENTRIES
+        from mqforensics import cql_types
+
+        chosen = selected_columns(self.options.get("columns"))
+        typed = [f"{n} {cql_types.spark_type(cql_types.parse(t))}" for n, t in chosen]
+        return ", ".join([*typed, "table_version string"])
 
     def reader(self, schema: Any) -> JamesEnqueuedReader:  # Spark passes it by this name
         return JamesEnqueuedReader(dict(self.options))
+
+
+def selected_columns(wanted: str | None) -> list[tuple[str, str]]:
+    """The enqueued (name, CQL type) pairs named by a ``columns`` option (all when empty)."""
+    if not wanted:
+        return ENQUEUED_COLUMNS
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    known = dict(ENQUEUED_COLUMNS)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(
+            f"no enqueued column(s) {', '.join(unknown)}; columns: {', '.join(known)}"
+        )
+    return [(n, known[n]) for n in names]
 
 
 class JamesEnqueuedReader(DataSourceReader):
@@ -109,10 +131,11 @@ class JamesEnqueuedReader(DataSourceReader):
             return
         table = self.options["table"]
         version = "v4" if table.endswith("v4") else "v3"
-        convert = [cql_types.converter(cql_types.parse(t)) for _, t in ENQUEUED_COLUMNS]
+        chosen = selected_columns(self.options.get("columns"))
+        convert = [cql_types.converter(cql_types.parse(t)) for _, t in chosen]
         endpoint = CassandraEndpoint.from_options(self.options)
         session = _worker_session(endpoint)
-        columns = ", ".join(name for name, _ in ENQUEUED_COLUMNS)
+        columns = ", ".join(name for name, _ in chosen)
         statement = session.prepare(
             f"SELECT {columns} FROM {self.options['keyspace']}.{table} "
             "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?"
@@ -147,6 +170,12 @@ class LiveOptions:
     since: dt.datetime | None = None  # enumerate from here (default: per queue, see read_live)
     consistency: str = "LOCAL_QUORUM"
     splits: int = 16
+    # Enqueued columns to read (default all). A narrow read is for callers that need only
+    # these (getSize reads the keys); the checks need every column.
+    columns: tuple[str, ...] = ()
+    # Enumerate each queue from its browseStart, the partitions James's browse reads, instead
+    # of a lookback before contentStart (the audit's default).
+    from_browse_start: bool = False
 
 
 def _small_table(session: Any, keyspace: str, table: str, columns: str) -> list[Any]:
@@ -211,11 +240,12 @@ def read_live(
         splits=options.splits, consistency=options.consistency, columns="queuename,enqueueid",
     )  # fmt: skip
     blob_references = None
+    chosen = selected_columns(",".join(options.columns))
     if options.mode == "scan":
         entries = read_table(
             spark, endpoint, keyspace, table,
             splits=options.splits, consistency=options.consistency,
-            columns=",".join(name for name, _ in ENQUEUED_COLUMNS),
+            columns=",".join(name for name, _ in chosen),
         ).withColumn("table_version", F.lit(table[-2:]))  # fmt: skip
     else:
         if not history:
@@ -272,7 +302,7 @@ def _enumerated_entries(
     as_of: dt.datetime,
 ) -> DataFrame:
     starts: dict[str, dt.datetime] = {}
-    for queue, value in [*browse_rows, *content_rows]:
+    for queue, value in [*browse_rows, *([] if options.from_browse_start else content_rows)]:
         if value is not None and (queue not in starts or value < starts[queue]):
             starts[queue] = value
     queues = set(options.queues) or set(starts)
@@ -282,7 +312,8 @@ def _enumerated_entries(
         if options.since is not None:
             first = options.since
         elif queue in starts:
-            first = starts[queue] - DEFAULT_LOOKBACK
+            lookback = dt.timedelta(0) if options.from_browse_start else DEFAULT_LOOKBACK
+            first = starts[queue] - lookback
         else:
             raise InputError(f"queue {queue!r} has no browseStart: give a start time (since)")
         ranges[queue] = [int(first.timestamp()), end]
@@ -295,6 +326,7 @@ def _enumerated_entries(
         "window": str(window),
         "bucket_count": str(buckets),
         "consistency": options.consistency,
+        "columns": ",".join(options.columns),
     }
     for key, value in settings.items():
         reader = reader.option(key, value)

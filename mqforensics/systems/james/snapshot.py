@@ -147,6 +147,7 @@ def read_snapshot(
         as_of=when,
         source=f"snapshot {directory} ({enqueued.table})",
         notes=notes,
+        rereadable=all(f.kind == "parquet" for f in files.values() if f is not None),
     )
 
 

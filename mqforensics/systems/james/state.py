@@ -34,20 +34,37 @@ class JamesState:
     references_complete: bool = True
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    # True when every frame is a plain scan of columnar files (a Parquet snapshot): scanning
+    # them again costs less than caching them (bench/: caching 1M wide view rows took longer
+    # than reading every table of the snapshot), so `persist` leaves them alone.
+    rereadable: bool = False
+    # Frames computed from this state by `keep` (an audit's classified rows).
+    derived: list[DataFrame] = field(default_factory=list)
 
     def persist(self) -> JamesState:
         """Keep the frames once read: every check reads them again, and a live source would
         otherwise be queried (thousands of Cassandra partitions) once per check."""
-        from pyspark import StorageLevel
-
+        if self.rereadable:
+            return self
         for frame in self._all_frames():
-            if not frame.storageLevel.useMemory and not frame.storageLevel.useDisk:
-                frame.persist(StorageLevel.MEMORY_AND_DISK)
+            _persist(frame)
         return self
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        """`frame`, derived from this state, computed now and kept on the executors as rows (a
+        local checkpoint: bench/ measured it cheaper to build than the columnar cache, and an
+        error in a source surfaces here, typed). Spark drops its blocks once the frame is
+        garbage collected; `unpersist` lets go of it."""
+        from mqforensics.spark import computed
+
+        kept = computed(frame)
+        self.derived.append(kept)
+        return kept
 
     def unpersist(self) -> None:
         for frame in self._all_frames():
             frame.unpersist()
+        self.derived.clear()
 
     def _all_frames(self) -> list[DataFrame]:
         extra = [self.blob_references] if self.blob_references is not None else []
@@ -64,3 +81,10 @@ class JamesState:
         if self.blobs is not None:
             named["blobs"] = self.blobs
         return named
+
+
+def _persist(frame: DataFrame) -> None:
+    from pyspark import StorageLevel
+
+    if not frame.storageLevel.useMemory and not frame.storageLevel.useDisk:
+        frame.persist(StorageLevel.MEMORY_AND_DISK)
