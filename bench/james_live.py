@@ -90,6 +90,7 @@ def load(directory: Path, endpoint: Any, keyspace: str) -> float:
     import pyarrow.parquet as pq
     from cassandra.concurrent import execute_concurrent_with_args
 
+    from mqforensics.cassandra_connection import close_cluster
     from mqforensics.systems.james.load import james_ddl
 
     cluster, session = endpoint.connect()
@@ -133,7 +134,7 @@ def load(directory: Path, endpoint: Any, keyspace: str) -> float:
         session.execute("CREATE TABLE bench_loaded (id int PRIMARY KEY)")
         return time.perf_counter() - started
     finally:
-        cluster.shutdown()
+        close_cluster(cluster)
 
 
 def _as_of(directory: Path) -> dt.datetime:
@@ -160,6 +161,7 @@ def getsize_james(where: str, keyspace: str, as_of: dt.datetime) -> None:
     """James's browse, one queue at a time, slice by slice, bucket by bucket, row by row."""
     from cassandra.concurrent import execute_concurrent_with_args
 
+    from mqforensics.cassandra_connection import close_cluster
     from mqforensics.systems.james.config_history import history_rows
 
     started = time.perf_counter()
@@ -196,7 +198,7 @@ def getsize_james(where: str, keyspace: str, as_of: dt.datetime) -> None:
             sizes[queue] = size
         output = {"sizes": sizes, "queries": queries}
     finally:
-        cluster.shutdown()
+        close_cluster(cluster)
     measure.report(output, time.perf_counter() - started)
 
 

@@ -97,13 +97,14 @@ class CassandraEndpoint:
         )
 
     def connect(
-        self, keyspace: str | None = None, *, schema_metadata: bool = True
+        self, keyspace: str | None = None, *, schema_metadata: bool = True, tuples: bool = False
     ) -> tuple[Any, Any]:
         """(cluster, session); raises AuthenticationFailed or ServerUnavailable, never driver soup.
 
         ``schema_metadata=False`` skips the driver's fetch of the whole schema, which halves the
         connect time; scans do not need it (range queries cannot be routed by token anyway).
-        The caller shuts the cluster down (``cluster.shutdown()``).
+        ``tuples=True`` makes rows plain tuples instead of named tuples (cheaper per row).
+        The caller closes the cluster with `close_cluster`.
         """
         from cassandra import AuthenticationFailed as DriverAuthFailed
         from cassandra.auth import PlainTextAuthProvider
@@ -114,6 +115,7 @@ class CassandraEndpoint:
             NoHostAvailable,
         )
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+        from cassandra.query import named_tuple_factory, tuple_factory
 
         auth = (
             PlainTextAuthProvider(self.username, self.password or "")
@@ -123,6 +125,7 @@ class CassandraEndpoint:
         profile = ExecutionProfile(
             load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(self.local_dc)),
             request_timeout=self.request_timeout,
+            row_factory=tuple_factory if tuples else named_tuple_factory,
         )
         cluster = Cluster(
             list(self.hosts),
@@ -138,17 +141,17 @@ class CassandraEndpoint:
         try:
             session = cluster.connect()
         except NoHostAvailable as exc:
-            cluster.shutdown()
+            close_cluster(cluster)
             if any(_is_auth_error(e) for e in exc.errors.values()):
                 raise AuthenticationFailed(refused) from None
             raise ServerUnavailable(
                 f"Cassandra at {self.where} is unreachable ({_first_reason(exc.errors)})"
             ) from None
         except DriverAuthFailed:
-            cluster.shutdown()
+            close_cluster(cluster)
             raise AuthenticationFailed(refused) from None
         except Exception as exc:
-            cluster.shutdown()
+            close_cluster(cluster)
             raise ServerUnavailable(f"Cassandra at {self.where}: {type(exc).__name__}") from None
         if keyspace is not None:
             # Checked first: the driver's own error for a missing keyspace is a pool failure.
@@ -157,10 +160,22 @@ class CassandraEndpoint:
                 for r in session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
             }
             if keyspace not in known:
-                cluster.shutdown()
+                close_cluster(cluster)
                 raise InputError(f"keyspace {keyspace!r} does not exist at {self.where}")
             session.set_keyspace(keyspace)
         return cluster, session
+
+
+def close_cluster(cluster: Any) -> None:
+    """``cluster.shutdown()``, then stop the driver's reactor thread if nothing else uses it.
+
+    Every cluster this package opens is closed here, so that no native event-loop thread is
+    left running into interpreter exit (see `mqforensics.cassandra_reactor`).
+    """
+    from mqforensics import cassandra_reactor
+
+    cluster.shutdown()
+    cassandra_reactor.quiesce()
 
 
 def _is_auth_error(error: object) -> bool:

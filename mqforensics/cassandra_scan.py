@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.errors import ConfigError, InputError, ServerUnavailable
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class CassandraScanSource(DataSource):
             columns = _selected(table_columns(session, keyspace, table), self.options)
             udts = user_types(session, keyspace)
         finally:
-            cluster.shutdown()
+            close_cluster(cluster)
         return ", ".join(
             f"`{c.name}` {cql_types.spark_type(cql_types.parse(c.cql_type), udts)}" for c in columns
         )
@@ -142,7 +142,7 @@ class CassandraScanSource(DataSource):
             columns = {c.name: c for c in table_columns(session, keyspace, table)}
             udts = user_types(session, keyspace)
         finally:
-            cluster.shutdown()
+            close_cluster(cluster)
         names = [f.name for f in schema]
         missing = [n for n in names if n not in columns]
         if missing:
@@ -201,9 +201,9 @@ class CassandraScanReader(DataSourceReader):
         from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
         from cassandra.query import SimpleStatement
 
-        from mqforensics import cql_types
+        from mqforensics.cql_arrow import BatchMaker, paged_rows
 
-        convert = [cql_types.converter(cql_types.parse(t), self.udts) for _, t in self.columns]
+        maker = BatchMaker(self.columns, self.udts)
         key = ", ".join(_quote(n) for n in self.partition_key)
         lower = ">=" if partition.includes_lo else ">"
         endpoint = CassandraEndpoint.from_options(self.options)
@@ -223,8 +223,9 @@ class CassandraScanReader(DataSourceReader):
                 consistency_level=getattr(ConsistencyLevel, level),
             )
             try:
-                for row in session.execute(statement, (partition.lo, partition.hi)):
-                    yield tuple(f(v) for f, v in zip(convert, row, strict=True))
+                yield from maker.batches(
+                    paged_rows(session, statement, (partition.lo, partition.hi))
+                )
             except (OperationTimedOut, ReadTimeout, Unavailable) as exc:
                 raise ServerUnavailable(
                     f"Cassandra at {endpoint.where} stopped answering while reading "
@@ -256,16 +257,17 @@ def _worker_session(endpoint: CassandraEndpoint) -> Any:
     if endpoint not in _WORKER_SESSIONS:
         import atexit
 
-        cluster, session = endpoint.connect(schema_metadata=False)
+        # Readers take values by position: plain tuples spare a named tuple per row.
+        cluster, session = endpoint.connect(schema_metadata=False, tuples=True)
         _WORKER_SESSIONS[endpoint] = (cluster, session)
-        atexit.register(cluster.shutdown)
+        atexit.register(close_cluster, cluster)
     return _WORKER_SESSIONS[endpoint][1]
 
 
 def _drop_worker_session(endpoint: CassandraEndpoint) -> None:
     cluster, _ = _WORKER_SESSIONS.pop(endpoint, (None, None))
     if cluster is not None:
-        cluster.shutdown()
+        close_cluster(cluster)
 
 
 def read_table(

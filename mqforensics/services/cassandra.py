@@ -201,6 +201,8 @@ def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> 
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster
 
+    from mqforensics.cassandra_connection import close_cluster
+
     cluster = Cluster(
         [LOOPBACK],
         port=port,
@@ -216,7 +218,7 @@ def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> 
     except Exception:  # not up yet: any driver error means "try again"
         return False
     finally:
-        cluster.shutdown()
+        close_cluster(cluster)
 
 
 def start(server: ServerDir, *, heap: str | None = None, timeout: float = 180.0) -> dict:

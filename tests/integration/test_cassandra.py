@@ -3,6 +3,8 @@
 import dataclasses
 import datetime as dt
 import random
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -191,3 +193,32 @@ def test_connect_errors_are_typed(cassandra_endpoint):
         dataclasses.replace(cassandra_endpoint, port=1, connect_timeout=2).connect()
     with pytest.raises(InputError, match="keyspace 'no_such_keyspace' does not exist"):
         cassandra_endpoint.connect("no_such_keyspace")
+
+
+CLOSE_THEN_EXIT = """
+import sys, threading
+from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
+endpoint = CassandraEndpoint(("127.0.0.1",), int(sys.argv[1]), "cassandra", sys.argv[2])
+for _ in range(2):  # the second connect must get a working reactor again
+    cluster, session = endpoint.connect()
+    version = session.execute("SELECT release_version FROM system.local").one()[0]
+    close_cluster(cluster)
+    print(version, sorted(t.name for t in threading.enumerate()), flush=True)
+sys.exit(3)
+"""
+
+
+def test_closing_the_last_cluster_stops_the_reactor_thread_before_exit(cassandra):
+    """No native event-loop thread is left for interpreter exit to race with (a CLI that
+    exited right after closing its cluster aborted once with glibc heap corruption)."""
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_THEN_EXIT, str(cassandra["port"]), cassandra["password"]],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        version, threads = line.split(" ", 1)
+        assert version.startswith("5.0.")
+        assert threads == "['MainThread']"

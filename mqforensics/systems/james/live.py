@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.cassandra_scan import read_table
 from mqforensics.errors import ConfigError, InputError, ServerUnavailable
 from mqforensics.systems.james import schema
@@ -124,15 +124,15 @@ class JamesEnqueuedReader(DataSourceReader):
         from cassandra import ConsistencyLevel
         from cassandra.concurrent import execute_concurrent_with_args
 
-        from mqforensics import cql_types
         from mqforensics.cassandra_scan import _worker_session
+        from mqforensics.cql_arrow import BatchMaker
 
         if not partition.keys:
             return
         table = self.options["table"]
         version = "v4" if table.endswith("v4") else "v3"
         chosen = selected_columns(self.options.get("columns"))
-        convert = [cql_types.converter(cql_types.parse(t)) for _, t in chosen]
+        maker = BatchMaker(chosen, constants=[("table_version", version)])
         endpoint = CassandraEndpoint.from_options(self.options)
         session = _worker_session(endpoint)
         columns = ", ".join(name for name, _ in chosen)
@@ -152,14 +152,17 @@ class JamesEnqueuedReader(DataSourceReader):
             concurrency=int(self.options.get("concurrency", "16")),
             raise_on_first_error=False, results_generator=True,
         )  # fmt: skip
-        for (success, result), key in zip(results, partition.keys, strict=True):
-            if not success:
-                raise ServerUnavailable(
-                    f"Cassandra at {endpoint.where} failed reading {table} partition "
-                    f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
-                )
-            for row in result:
-                yield (*(f(v) for f, v in zip(convert, row, strict=True)), version)
+
+        def rows() -> Iterator[Any]:
+            for (success, result), key in zip(results, partition.keys, strict=True):
+                if not success:
+                    raise ServerUnavailable(
+                        f"Cassandra at {endpoint.where} failed reading {table} partition "
+                        f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
+                    )
+                yield from result
+
+        yield from maker.batches(rows())
 
 
 @dataclass(frozen=True)
@@ -226,7 +229,7 @@ def read_live(
                 )
             )
     finally:
-        cluster.shutdown()
+        close_cluster(cluster)
 
     utc = _utc
     browse_rows = [(r.queuename, utc(r.browsestart)) for r in browse]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mqforensics.blobstore import S3Endpoint
-from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.systems.james.generate import GeneratedState
 
 _ENQUEUED_COMMENT = (
@@ -156,7 +156,7 @@ def load_into_cassandra(
         )
         return written
     finally:
-        cluster.shutdown()
+        close_cluster(cluster)
 
 
 def load_into_s3(state: GeneratedState, s3: S3Endpoint, bucket: str) -> int:

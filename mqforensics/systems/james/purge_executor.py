@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.blobstore import S3Endpoint, classify_s3_error
-from mqforensics.cassandra_connection import CassandraEndpoint
+from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, Verdict
 
@@ -96,7 +96,7 @@ class JamesExecutor:
             raise ConfigError("the plan deletes blobs: give --s3-endpoint or MQF_S3_ENDPOINT")
         keyspaces = self._cluster.metadata.keyspaces
         if self.keyspace not in keyspaces:
-            self._cluster.shutdown()
+            close_cluster(self._cluster)
             raise InputError(f"keyspace {self.keyspace!r} does not exist at {cassandra.where}")
         tables = set(keyspaces[self.keyspace].tables)
         self.enqueued_tables = [t for t in ENQUEUED_TABLES if t in tables]
@@ -344,7 +344,7 @@ class JamesExecutor:
             yield from page.get("Contents", [])
 
     def close(self) -> None:
-        self._cluster.shutdown()
+        close_cluster(self._cluster)
 
     # -- delete_partition ------------------------------------------------------------------
 

@@ -1,0 +1,137 @@
+"""Cassandra rows to Arrow record batches, column by column, for the Python data sources.
+
+A Spark Python data source may yield `pyarrow.RecordBatch`es instead of rows; Spark then skips
+its own per-row, per-value conversion. Here the driver's rows are gathered into batches,
+transposed into columns, and each column converted once: values Arrow takes as the driver
+returns them (text, numbers, blobs, timestamps) are passed through untouched, the others go
+through the same converters as the row path (`cql_types.converter`), so both paths give the
+same values. Arrow types are Spark's own mapping of the `cql_types.spark_type` of each column.
+
+`paged_rows` hands out a paged query's rows while the driver already fetches the next page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mqforensics import cql_types
+from mqforensics.cql_types import CqlType, UdtFields
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+BATCH_ROWS = 8192
+
+# Driver values of these types are what Arrow expects for the column's Spark type; naive
+# driver timestamps are UTC, which is how Arrow reads a naive datetime for a UTC column.
+_PASSED_THROUGH = {
+    "ascii", "text", "varchar", "boolean", "tinyint", "smallint", "int", "bigint", "counter",
+    "float", "double", "blob", "timestamp",
+}  # fmt: skip
+
+
+def arrow_type(cql: CqlType, udts: UdtFields | None = None) -> pa.DataType:
+    """The Arrow type Spark uses for ``cql_types.spark_type(cql)``."""
+    import pyarrow as pa
+
+    udts = udts or {}
+    name = cql.name
+    if name == "frozen":
+        return arrow_type(cql.params[0], udts)
+    if name in ("list", "set", "vector"):
+        return pa.list_(arrow_type(cql.params[0], udts))
+    if name == "map":
+        return pa.map_(arrow_type(cql.params[0], udts), arrow_type(cql.params[1], udts))
+    if name == "tuple":
+        return pa.struct(
+            [pa.field(f"_{n}", arrow_type(p, udts)) for n, p in enumerate(cql.params, 1)]
+        )
+    if name in udts:
+        return pa.struct([pa.field(f, arrow_type(cql_types.parse(t), udts)) for f, t in udts[name]])
+    scalar = cql_types.spark_type(cql, udts)
+    return {
+        "string": pa.string(),
+        "boolean": pa.bool_(),
+        "tinyint": pa.int8(),
+        "smallint": pa.int16(),
+        "int": pa.int32(),
+        "bigint": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "date": pa.date32(),
+        "binary": pa.binary(),
+    }[scalar]
+
+
+def column_converter(cql: CqlType, udts: UdtFields | None = None) -> Callable[[list], list]:
+    """A function turning one column of driver values into values Arrow takes for its type."""
+    bare = cql.params[0] if cql.name == "frozen" else cql
+    if bare.name in _PASSED_THROUGH:
+        return lambda values: values
+    one = cql_types.converter(cql, udts)
+    return lambda values: [one(v) for v in values]
+
+
+class BatchMaker:
+    """Turns row tuples with the given (name, CQL type) columns, plus constant string columns
+    appended after them, into record batches of the matching Arrow schema."""
+
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str]],
+        udts: UdtFields | None = None,
+        constants: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        import pyarrow as pa
+
+        parsed = [cql_types.parse(t) for _, t in columns]
+        self.types = [arrow_type(c, udts) for c in parsed]
+        self.converters = [column_converter(c, udts) for c in parsed]
+        self.constants = list(constants)
+        self.schema = pa.schema(
+            [pa.field(n, t) for (n, _), t in zip(columns, self.types, strict=True)]
+            + [pa.field(n, pa.string()) for n, _ in self.constants]
+        )
+
+    def batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        width = len(self.types)
+        columns = list(zip(*rows, strict=True)) if rows else [()] * width
+        if len(columns) != width:
+            raise ValueError(f"rows have {len(columns)} values, the columns are {width}")
+        arrays = [
+            pa.array(convert(list(values)), type=kind)
+            for convert, values, kind in zip(self.converters, columns, self.types, strict=True)
+        ]
+        arrays += [pa.array([value] * len(rows), type=pa.string()) for _, value in self.constants]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def batches(self, rows: Iterable[Sequence[Any]], size: int = BATCH_ROWS) -> Iterator[Any]:
+        """Record batches of at most `size` rows; none for no rows."""
+        pending: list[Sequence[Any]] = []
+        for row in rows:
+            pending.append(row)
+            if len(pending) >= size:
+                yield self.batch(pending)
+                pending = []
+        if pending:
+            yield self.batch(pending)
+
+
+def paged_rows(session: Any, statement: Any, parameters: Any = None) -> Iterator[Sequence[Any]]:
+    """The rows of a paged query; the next page is requested before the current one is handed
+    out, so Cassandra reads it while the caller converts this one."""
+    future = session.execute_async(statement, parameters)
+    result = future.result()
+    while True:
+        rows = result.current_rows
+        more = future.has_more_pages
+        if more:
+            future.start_fetching_next_page()
+        yield from rows
+        if not more:
+            return
+        result = future.result()
