@@ -6,8 +6,12 @@ every Cassandra partition exactly once, including partitions nobody knows the ke
 what forensic scans are for). Options:
 
 ``hosts``, ``port``, ``username``, ``password``, ``local_dc`` (see CassandraEndpoint),
-``keyspace``, ``table`` (required), ``splits`` (token ranges, default 16), ``consistency``
-(default ``LOCAL_QUORUM``), ``page_size`` (default 5000), ``columns`` (comma-separated subset).
+``keyspace``, ``table`` (required), ``splits`` (token ranges; default: one per 64 MiB of the
+table by Cassandra's own ``system.size_estimates``, at least 2, or 16 when there is no estimate
+yet), ``consistency`` (default ``LOCAL_QUORUM``), ``page_size`` (default 5000), ``columns``
+(comma-separated subset).
+
+Rows reach Spark as Arrow record batches (`cql_arrow`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 
 MIN_TOKEN = -(2**63)
 MAX_TOKEN = 2**63 - 1
+RING = 2**64
+SPLIT_BYTES = 64 << 20
+MIN_SPLITS = 2
+DEFAULT_SPLITS = 16  # when Cassandra has no size estimate for the table yet
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,41 @@ def user_types(session: Any, keyspace: str) -> dict[str, list[tuple[str, str]]]:
     return {r.type_name: list(zip(r.field_names, r.field_types, strict=True)) for r in rows}
 
 
+def splits_for(estimates: list[tuple[int, int, int, int]]) -> int:
+    """Token-range splits for a table from its ``system.size_estimates`` rows
+    (range_start, range_end, partitions_count, mean_partition_size).
+
+    A node only estimates the ranges it owns, so the bytes are scaled up by the share of the
+    ring those ranges cover. No rows, or nothing estimated yet: `DEFAULT_SPLITS`.
+    """
+    covered = sum((end - start) % RING or RING for start, end, _, _ in estimates)
+    size = sum(count * mean for _, _, count, mean in estimates)
+    if not covered or not size:
+        return DEFAULT_SPLITS
+    whole = size * RING / min(covered, RING)
+    return max(MIN_SPLITS, -(-int(whole) // SPLIT_BYTES))
+
+
+def estimated_splits(session: Any, keyspace: str, table: str) -> int:
+    """`splits_for` the estimates of the node `session` asks; `DEFAULT_SPLITS` if unreadable."""
+    try:
+        rows = session.execute(
+            "SELECT range_start, range_end, partitions_count, mean_partition_size "
+            "FROM system.size_estimates WHERE keyspace_name = %s AND table_name = %s",
+            (keyspace, table),
+        )
+        estimates = [(int(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0)) for r in rows]
+    except Exception:  # an estimate is an optimisation: without one, the default applies
+        return DEFAULT_SPLITS
+    return splits_for(estimates)
+
+
+def _count(text: str, option: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ConfigError(f"option {option!r} must be a positive integer, not {text!r}")
+    return int(text)
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -141,6 +184,11 @@ class CassandraScanSource(DataSource):
         try:
             columns = {c.name: c for c in table_columns(session, keyspace, table)}
             udts = user_types(session, keyspace)
+            given = self.options.get("splits")
+            if given:
+                splits = _count(given, "splits")
+            else:
+                splits = estimated_splits(session, keyspace, table)
         finally:
             close_cluster(cluster)
         names = [f.name for f in schema]
@@ -160,6 +208,7 @@ class CassandraScanSource(DataSource):
             [(n, columns[n].cql_type) for n in names],
             partition_key,
             udts,
+            splits,
         )
 
 
@@ -186,6 +235,7 @@ class CassandraScanReader(DataSourceReader):
         columns: list[tuple[str, str]],
         partition_key: list[str],
         udts: dict[str, list[tuple[str, str]]],
+        splits: int = DEFAULT_SPLITS,
     ) -> None:
         self.options = options
         self.keyspace = keyspace
@@ -193,24 +243,27 @@ class CassandraScanReader(DataSourceReader):
         self.columns = columns
         self.partition_key = partition_key
         self.udts = udts
+        self.splits = splits
 
     def partitions(self) -> list[TokenRange]:
-        return token_ranges(int(self.options.get("splits", "16")))
+        return token_ranges(self.splits)
 
     def read(self, partition: TokenRange) -> Iterator[tuple]:  # type: ignore[override]
         from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
         from cassandra.query import SimpleStatement
 
-        from mqforensics.cql_arrow import BatchMaker, paged_rows
+        from mqforensics.cql_arrow import BatchMaker, paged_rows, selected
 
-        maker = BatchMaker(self.columns, self.udts)
+        reads = [selected(_quote(n), t) for n, t in self.columns]
+        read_types = [(n, t) for (n, _), (_, t) in zip(self.columns, reads, strict=True)]
+        maker = BatchMaker(read_types, self.udts)
         key = ", ".join(_quote(n) for n in self.partition_key)
         lower = ">=" if partition.includes_lo else ">"
         endpoint = CassandraEndpoint.from_options(self.options)
         session = _worker_session(endpoint)
         try:
             query = (
-                f"SELECT {', '.join(_quote(n) for n, _ in self.columns)} "
+                f"SELECT {', '.join(selector for selector, _ in reads)} "
                 f"FROM {_quote(self.keyspace)}.{_quote(self.table)} "
                 f"WHERE token({key}) {lower} %s AND token({key}) <= %s"
             )
@@ -275,10 +328,11 @@ def read_table(
     endpoint: CassandraEndpoint,
     keyspace: str,
     table: str,
-    **options: str | int,
+    **options: str | int | None,
 ) -> DataFrame:
     """The whole table `keyspace.table` as a DataFrame (see module docstring for options)."""
     reader = spark.read.format(CassandraScanSource.name())
     for key, value in {**endpoint.to_options(), **options}.items():
-        reader = reader.option(key, str(value))
+        if value is not None:  # not given: the source's default
+            reader = reader.option(key, str(value))
     return reader.option("keyspace", keyspace).option("table", table).load()

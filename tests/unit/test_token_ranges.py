@@ -32,3 +32,37 @@ def test_every_token_falls_in_exactly_one_range():
 def test_zero_splits_is_a_config_error():
     with pytest.raises(ConfigError):
         token_ranges(0)
+
+
+MIB = 1 << 20
+
+
+def test_splits_follow_the_estimated_table_size():
+    from mqforensics.cassandra_scan import DEFAULT_SPLITS, MIN_SPLITS, splits_for
+
+    whole_ring = [(MIN_TOKEN, MAX_TOKEN, 1000, 500 * MIB // 1000)]  # 500 MiB on one node
+    assert splits_for(whole_ring) == 8  # one per 64 MiB, rounded up
+    assert splits_for([(MIN_TOKEN, MAX_TOKEN, 10, 100)]) == MIN_SPLITS  # tiny table
+    assert splits_for([]) == DEFAULT_SPLITS  # no estimate rows
+    assert splits_for([(MIN_TOKEN, MAX_TOKEN, 0, 0)]) == DEFAULT_SPLITS  # not estimated yet
+
+
+def test_a_node_estimating_part_of_the_ring_is_scaled_to_the_whole():
+    from mqforensics.cassandra_scan import splits_for
+
+    quarter = 2**62
+    # This node owns a quarter of the ring, as two ranges (one wrapping around), 64 MiB in all.
+    owned = [
+        (MAX_TOKEN - quarter // 4 + 1, MIN_TOKEN + quarter // 4, 1, 32 * MIB),
+        (0, quarter // 2, 1, 32 * MIB),
+    ]
+    assert splits_for(owned) == 4  # 256 MiB for the whole ring
+
+
+def test_a_bad_splits_option_is_a_config_error():
+    from mqforensics.cassandra_scan import _count
+
+    for bad in ("0", "-3", "many", " "):
+        with pytest.raises(ConfigError, match="'splits' must be a positive integer"):
+            _count(bad, "splits")
+    assert _count("12", "splits") == 12

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from mqforensics.cassandra_connection import CassandraEndpoint
     from mqforensics.systems.james.state import JamesState
 
-# What getSize needs of a view row: its partition, its id, and the order browse returns it in.
-KEY_COLUMNS = ("queuename", "timerangestart", "bucketid", "enqueueid", "enqueuedtime")
+# What getSize needs of a view row: its partition and its id (the order browse returns mails
+# in does not change their count).
+SIZE_COLUMNS = ("queuename", "timerangestart", "bucketid", "enqueueid")
 
 
 def current_configuration(state: JamesState) -> tuple[int, int]:
@@ -39,12 +40,20 @@ def current_configuration(state: JamesState) -> tuple[int, int]:
 
 def browsable(state: JamesState) -> DataFrame:
     """Every mail James's browse returns, for all queues, with its browse `position` (1-based)."""
+    order = Window.partitionBy("queuename").orderBy(
+        "timerangestart", "enqueuedtime", "bucketid", "enqueueid"
+    )
+    return visible(state).withColumn("position", F.row_number().over(order))
+
+
+def visible(state: JamesState) -> DataFrame:
+    """The rows of `state.entries` James's browse returns, for all queues, in no order."""
     window, bucket_count = current_configuration(state)
     last_slice = (int(state.as_of.timestamp()) // window) * window
     markers = state.deleted.select("queuename", "enqueueid")  # an anti join needs no distinct
     epoch = F.col("timerangestart").cast("long")
     starts = state.browse_start.select("queuename", F.col("browsestart").cast("long").alias("b"))
-    visible = (
+    return (
         state.entries.join(starts, "queuename")
         # The slices browse visits: b, b + window, ..., up to the slice holding as_of, and in
         # each the buckets 0..bucketCount-1. Only whole-second starts on that grid are read.
@@ -56,16 +65,13 @@ def browsable(state: JamesState) -> DataFrame:
             & ((epoch - F.col("b")) % window == 0)
         )
         .join(markers, ["queuename", "enqueueid"], "left_anti")
+        .drop("b")
     )
-    order = Window.partitionBy("queuename").orderBy(
-        "timerangestart", "enqueuedtime", "bucketid", "enqueueid"
-    )
-    return visible.drop("b").withColumn("position", F.row_number().over(order))
 
 
 def sizes(state: JamesState) -> DataFrame:
     """`queuename, size`: getSize of every queue that has a browseStart (0 when empty)."""
-    counts = browsable(state).groupBy("queuename").agg(F.count(F.lit(1)).alias("size"))
+    counts = visible(state).groupBy("queuename").agg(F.count(F.lit(1)).alias("size"))
     return (
         state.browse_start.select("queuename")
         .join(counts, "queuename", "left")
@@ -87,7 +93,7 @@ def live_sizes(
     from mqforensics.systems.james.live import LiveOptions, read_live
 
     options = LiveOptions(
-        keyspace=keyspace, consistency=consistency, columns=KEY_COLUMNS, from_browse_start=True
+        keyspace=keyspace, consistency=consistency, columns=SIZE_COLUMNS, from_browse_start=True
     )
     return sizes(read_live(spark, endpoint, options, as_of=as_of))
 

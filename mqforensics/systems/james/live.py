@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 # The enqueued table's columns with their CQL types (V3's non-frozen collections read the same).
 ENQUEUED_COLUMNS = schema.TABLE_COLUMNS["enqueuedmailsv4"]
+PARTITION_KEY = ("queuename", "timerangestart", "bucketid")
+# Enumerated Cassandra partitions per Spark task: a task costs a fixed setup, and James's
+# partitions are small (one slice of one bucket).
+DEFAULT_CHUNK = 1024
 DEFAULT_LOOKBACK = dt.timedelta(days=7)
 
 
@@ -66,7 +70,7 @@ class JamesEnqueuedSource(DataSource):
 
     Options: the CassandraEndpoint options, ``keyspace``, ``table``, ``ranges`` (JSON object
     queue -> [first slice epoch, last slice epoch]), ``window``, ``bucket_count``, ``chunk``
-    (Cassandra partitions per Spark partition, default 256), ``consistency``, ``concurrency``,
+    (Cassandra partitions per Spark partition, default 1024), ``consistency``, ``concurrency``,
     ``columns`` (comma-separated enqueued columns to read, default all; `table_version` is
     always added).
     """
@@ -115,7 +119,7 @@ class JamesEnqueuedReader(DataSourceReader):
         except (KeyError, ValueError, TypeError) as exc:
             raise ConfigError(f"bad mqf_james_enqueued options: {exc}") from None
         keys = enumerate_partitions(ranges, window, buckets)
-        chunk = int(self.options.get("chunk", "256"))
+        chunk = int(self.options.get("chunk", str(DEFAULT_CHUNK)))
         return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
             SliceChunk([])
         ]
@@ -125,19 +129,29 @@ class JamesEnqueuedReader(DataSourceReader):
         from cassandra.concurrent import execute_concurrent_with_args
 
         from mqforensics.cassandra_scan import _worker_session
-        from mqforensics.cql_arrow import BatchMaker
+        from mqforensics.cql_arrow import BatchMaker, selected
 
         if not partition.keys:
             return
         table = self.options["table"]
         version = "v4" if table.endswith("v4") else "v3"
         chosen = selected_columns(self.options.get("columns"))
-        maker = BatchMaker(chosen, constants=[("table_version", version)])
+        # The partition key of every row is the one its query asked for: only the other
+        # columns are read, and the key is put back in front (then reordered if need be).
+        fetched = [(n, t) for n, t in chosen if n not in PARTITION_KEY]
+        reads = [selected(n, t) for n, t in fetched]
+        combined = [*PARTITION_KEY, *(n for n, _ in fetched)]
+        order = [combined.index(n) for n, _ in chosen]
+        in_order = order == list(range(len(order)))
+        types = dict(chosen) | {n: t for (n, _), (_, t) in zip(fetched, reads, strict=True)}
+        maker = BatchMaker(
+            [(n, types[n]) for n, _ in chosen], constants=[("table_version", version)]
+        )
         endpoint = CassandraEndpoint.from_options(self.options)
         session = _worker_session(endpoint)
-        columns = ", ".join(name for name, _ in chosen)
         statement = session.prepare(
-            f"SELECT {columns} FROM {self.options['keyspace']}.{table} "
+            f"SELECT {', '.join(selector for selector, _ in reads) or 'queuename'} "
+            f"FROM {self.options['keyspace']}.{table} "
             "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?"
         )
         statement.consistency_level = getattr(
@@ -154,13 +168,23 @@ class JamesEnqueuedReader(DataSourceReader):
         )  # fmt: skip
 
         def rows() -> Iterator[Any]:
-            for (success, result), key in zip(results, partition.keys, strict=True):
+            for (success, result), key, key_values in zip(
+                results, partition.keys, arguments, strict=True
+            ):
                 if not success:
                     raise ServerUnavailable(
                         f"Cassandra at {endpoint.where} failed reading {table} partition "
                         f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
                     )
-                yield from result
+                if not fetched:
+                    picked = tuple(key_values[i] for i in order)
+                    yield from (picked for _ in result)
+                elif in_order:
+                    yield from (key_values + row for row in result)
+                else:
+                    for row in result:
+                        values = key_values + row
+                        yield tuple(values[i] for i in order)
 
         yield from maker.batches(rows())
 
@@ -172,7 +196,7 @@ class LiveOptions:
     queues: tuple[str, ...] = ()
     since: dt.datetime | None = None  # enumerate from here (default: per queue, see read_live)
     consistency: str = "LOCAL_QUORUM"
-    splits: int = 16
+    splits: int | None = None  # token ranges per scan (default: from Cassandra's size estimate)
     # Enqueued columns to read (default all). A narrow read is for callers that need only
     # these (getSize reads the keys); the checks need every column.
     columns: tuple[str, ...] = ()
