@@ -101,9 +101,22 @@ def _output(output: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
+def _machine(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "machine not recorded"
+    return (
+        f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['java']}; "
+        f"Python {m['python']}; pyspark {m['pyspark']}; Linux {m['kernel']}"
+    )
+
+
 def render(document: dict[str, Any]) -> str:
     rows: list[Row] = document["measurements"]
-    m = document["machine"]
+    runs = document.get("runs") or [document]
+    machines = {_machine(run.get("machine")) for run in runs}
+    # One machine for every run: said once. Otherwise each run names its own, since seconds
+    # from different machines are only comparable within a run.
+    same = len(machines) == 1
     out = [
         MARKER,
         "",
@@ -112,12 +125,11 @@ def render(document: dict[str, Any]) -> str:
         "",
         *[
             f"- {run['measured_at']}: `{run['command']}` ({run['total_seconds']:,.0f} s)"
-            for run in document.get("runs") or [document]
+            + ("" if same else f"; {_machine(run.get('machine'))}")
+            for run in runs
         ],
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['java']}; "
-        f"Python {m['python']}; pyspark {m['pyspark']}; Linux {m['kernel']}.",
-        "",
+        *([f"Machine: {machines.pop()}.", ""] if same else []),
         "### Targets",
         "",
         "| goal | data | ratio | seconds (numerator / denominator) | verdict |",

@@ -90,6 +90,7 @@ def save(results: list[measure.Measurement], name: str, argv: list[str], seconds
         "measured_at": now,
         "command": "python -m bench.run " + " ".join(argv),
         "total_seconds": round(seconds, 1),
+        "machine": measure.machine(),
     }
     measurements = kept + fresh
     still_shown = {m["measured_at"] for m in measurements}

@@ -85,3 +85,26 @@ def test_partial_rerun_replaces_its_rows_and_keeps_the_runs_of_the_others(
     text = report.render(document)
     assert "`python -m bench.run --all` (100 s)" in text
     assert "`python -m bench.run --only x` (50 s)" in text
+
+
+def test_runs_on_different_machines_each_name_theirs() -> None:
+    def machine(cpu: str) -> dict:
+        return {"cpu": cpu, "cores": 2, "memory_gib": 23.5, "java": "openjdk 17",
+                "python": "3.11.7", "pyspark": "4.1.4", "kernel": "6"}  # fmt: skip
+
+    rows = [_row("james_audit", "mqforensics audit james", 30.0),
+            _row("james_audit", "bare Spark scan", 12.0, role="baseline")]  # fmt: skip
+    runs = [
+        {"measured_at": "T1", "command": "python -m bench.run", "total_seconds": 10.0,
+         "machine": machine("AMD EPYC")},
+        {"measured_at": "T2", "command": "python -m bench.run --only x", "total_seconds": 5.0,
+         "machine": machine("Intel Xeon")},
+        {"measured_at": "T0", "command": "python -m bench.run --old", "total_seconds": 1.0},
+    ]  # fmt: skip
+    text = report.render({"machine": machine("Intel Xeon"), "runs": runs, "measurements": rows})
+    assert "- T1: `python -m bench.run` (10 s); AMD EPYC, 2 cores" in text
+    assert "- T2: `python -m bench.run --only x` (5 s); Intel Xeon, 2 cores" in text
+    assert "- T0: `python -m bench.run --old` (1 s); machine not recorded" in text
+    assert "Machine:" not in text
+    same = report.render({"machine": machine("X"), "runs": runs[:1], "measurements": rows})
+    assert "Machine: AMD EPYC, 2 cores" in same and "(10 s);" not in same
