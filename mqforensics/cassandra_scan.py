@@ -248,7 +248,7 @@ class CassandraScanReader(DataSourceReader):
     def partitions(self) -> list[TokenRange]:
         return token_ranges(self.splits)
 
-    def read(self, partition: TokenRange) -> Iterator[tuple]:  # type: ignore[override]
+    def read(self, partition: TokenRange) -> Iterator[Any]:  # type: ignore[override]
         from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
         from cassandra.query import SimpleStatement
 

@@ -124,7 +124,7 @@ class JamesEnqueuedReader(DataSourceReader):
             SliceChunk([])
         ]
 
-    def read(self, partition: SliceChunk) -> Iterator[tuple]:  # type: ignore[override]
+    def read(self, partition: SliceChunk) -> Iterator[Any]:  # type: ignore[override]
         from cassandra import ConsistencyLevel
         from cassandra.concurrent import execute_concurrent_with_args
 
