@@ -252,9 +252,9 @@ class CassandraScanReader(DataSourceReader):
         from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
         from cassandra.query import SimpleStatement
 
-        from mqforensics.cql_arrow import BatchMaker, paged_rows, selected
+        from mqforensics.cql_arrow import BatchMaker, paged_rows, selector
 
-        reads = [selected(_quote(n), t) for n, t in self.columns]
+        reads = [selector(_quote(n), t) for n, t in self.columns]
         read_types = [(n, t) for (n, _), (_, t) in zip(self.columns, reads, strict=True)]
         maker = BatchMaker(read_types, self.udts)
         key = ", ".join(_quote(n) for n in self.partition_key)
@@ -263,7 +263,7 @@ class CassandraScanReader(DataSourceReader):
         session = _worker_session(endpoint)
         try:
             query = (
-                f"SELECT {', '.join(selector for selector, _ in reads)} "
+                f"SELECT {', '.join(expression for expression, _ in reads)} "
                 f"FROM {_quote(self.keyspace)}.{_quote(self.table)} "
                 f"WHERE token({key}) {lower} %s AND token({key}) <= %s"
             )

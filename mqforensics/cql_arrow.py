@@ -7,7 +7,7 @@ returns them (text, numbers, blobs, timestamps) are passed through untouched, th
 through the same converters as the row path (`cql_types.converter`), so both paths give the
 same values. Arrow types are Spark's own mapping of the `cql_types.spark_type` of each column.
 
-`selected` asks Cassandra for ``uuid``/``timeuuid`` columns as text (``CAST(x AS text)``, the
+`selector` asks Cassandra for ``uuid``/``timeuuid`` columns as text (``CAST(x AS text)``, the
 same canonical form as Python's ``str(UUID)``): the server formats them far faster than the
 driver builds a `uuid.UUID` per value for us to turn into a string. `paged_rows` hands out a
 paged query's rows while the driver already fetches the next page.
@@ -39,7 +39,7 @@ _PASSED_THROUGH = {
 _CAST_TO_TEXT = {"uuid", "timeuuid"}
 
 
-def selected(quoted_name: str, cql: str) -> tuple[str, str]:
+def selector(quoted_name: str, cql: str) -> tuple[str, str]:
     """(selector, CQL type of what it returns) for reading column `quoted_name` of type `cql`."""
     if cql.strip() in _CAST_TO_TEXT:
         return f"CAST({quoted_name} AS text)", "text"

@@ -129,7 +129,7 @@ class JamesEnqueuedReader(DataSourceReader):
         from cassandra.concurrent import execute_concurrent_with_args
 
         from mqforensics.cassandra_scan import _worker_session
-        from mqforensics.cql_arrow import BatchMaker, selected
+        from mqforensics.cql_arrow import BatchMaker, selector
 
         if not partition.keys:
             return
@@ -139,7 +139,7 @@ class JamesEnqueuedReader(DataSourceReader):
         # The partition key of every row is the one its query asked for: only the other
         # columns are read, and the key is put back in front (then reordered if need be).
         fetched = [(n, t) for n, t in chosen if n not in PARTITION_KEY]
-        reads = [selected(n, t) for n, t in fetched]
+        reads = [selector(n, t) for n, t in fetched]
         combined = [*PARTITION_KEY, *(n for n, _ in fetched)]
         order = [combined.index(n) for n, _ in chosen]
         in_order = order == list(range(len(order)))
@@ -150,7 +150,7 @@ class JamesEnqueuedReader(DataSourceReader):
         endpoint = CassandraEndpoint.from_options(self.options)
         session = _worker_session(endpoint)
         statement = session.prepare(
-            f"SELECT {', '.join(selector for selector, _ in reads) or 'queuename'} "
+            f"SELECT {', '.join(expression for expression, _ in reads) or 'queuename'} "
             f"FROM {self.options['keyspace']}.{table} "
             "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?"
         )
