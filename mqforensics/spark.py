@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LOOPBACK = "127.0.0.1"
+# Adaptive execution joins by hashing instead of sorting when every shuffled partition of a join
+# turns out at most this large (measured after the shuffle, so a large input still sorts and
+# spills): the audits' joins of view rows with markers need no order (bench/).
+_HASH_JOIN_LIMIT = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
+HASH_JOIN_LIMIT = "256m"
 
 
 def _prepare_environment() -> None:
@@ -39,6 +44,7 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
         spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        spark.conf.set(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
     else:
         master = os.environ.get("MQF_SPARK_MASTER", "local[*]")
         log_config = Path(__file__).with_name("log4j2.properties")
@@ -53,6 +59,7 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             .config("spark.ui.showConsoleProgress", "false")
             # Audits shuffle small frames; 200 partitions would mostly schedule empty tasks.
             .config("spark.sql.shuffle.partitions", os.environ.get("MQF_SHUFFLE_PARTITIONS", "8"))
+            .config(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
         )

@@ -184,11 +184,13 @@ def add_findings_arguments(parser: argparse.ArgumentParser) -> None:
 
 def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     """Write findings.parquet and findings.json atomically; return the findings as dicts."""
+    from mqforensics.spark import computed
+
     out.mkdir(parents=True, exist_ok=True)
-    # Computed once and kept: sorting samples its input, which would compute every check twice.
-    computed = frame.persist()
-    computed.count()
-    frame = computed.orderBy("check", "queue", "subject")
+    # Computed once and kept (both outputs read it), then sorted in one partition: no sampling
+    # job for a range partitioning, and findings are few enough for one task.
+    kept = computed(frame)
+    frame = kept.coalesce(1).sortWithinPartitions("check", "queue", "subject")
     staging = out / ".findings.parquet.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     frame.write.mode("overwrite").parquet(str(staging))
@@ -208,7 +210,6 @@ def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     json_tmp.replace(out / "findings.json")
-    computed.unpersist()
     return rows
 
 

@@ -8,6 +8,8 @@ collects are of the tiny configuration history and of per-queue aggregates.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -56,7 +58,12 @@ class Context:
     state: JamesState
     options: AuditOptions
     history: list[ConfigEvent]
-    entries: DataFrame = field(init=False)
+    # Every view row, narrowed to what the checks read: lazy, read again by each check that
+    # looks at every row (a Parquet snapshot is rescanned, a live read is cached by the state).
+    rows: DataFrame = field(init=False)
+    # The live rows (no marker in deletedmailsv2), with their queue's browse and content
+    # starts: computed once and kept, since most checks look at these only.
+    live: DataFrame = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -64,8 +71,8 @@ class Context:
                 "no CassandraMailQueueViewConfiguration event in the eventstore: cannot know the "
                 "slice window and bucket count"
             )
-        # Computed once, before the checks' jobs share it.
-        self.entries = self.state.keep(audit_rows(self.state))
+        self.rows = self.state.entries.select(*_AUDIT_COLUMNS)
+        self.live = self.state.keep(live_rows(self.state))
 
     @property
     def window(self) -> int:
@@ -84,12 +91,12 @@ def config_events(state: JamesState) -> list[ConfigEvent]:
     ]
 
 
-def classify(state: JamesState, entries: DataFrame | None = None) -> DataFrame:
-    """Entries (`state.entries`, or `entries` computed from them) with `consumed` (a
-    deletedmailsv2 marker exists) and their browse/content starts."""
+def classify(state: JamesState) -> DataFrame:
+    """Every view row with `consumed` (a deletedmailsv2 marker exists) and its browse/content
+    starts (the planner and the plots need every row; the audit only the live ones)."""
     # An EXISTS subquery (planned as one existence join): no distinct of the markers, and a
     # duplicated marker cannot duplicate the row.
-    entries = (state.entries if entries is None else entries).alias("entry")
+    entries = state.entries.alias("entry")
     markers = state.deleted.alias("marker")
     consumed = markers.where(
         (F.col("marker.queuename") == F.col("entry.queuename").outer())
@@ -102,26 +109,34 @@ def classify(state: JamesState, entries: DataFrame | None = None) -> DataFrame:
     )
 
 
-# What the checks read of a view row; `audit_rows` keeps only these, so the wide columns
-# (headers, attributes) are read once, not once per check, and never shuffled.
+# What the checks read of a view row (the wide columns are read only for flagged partitions).
 _AUDIT_COLUMNS = (
     *("queuename", "timerangestart", "bucketid", "enqueueid", "enqueuedtime", "name"),
     *("headerblobid", "bodyblobid"),
 )
+_KEY = ["queuename", "enqueueid"]
+PARTITION = ["queuename", "timerangestart", "bucketid"]
 
 
-def audit_rows(state: JamesState) -> DataFrame:
-    """Every view row, classified (`classify`), narrowed to what the checks read: its
-    `metadata_bytes` and its `addresses` (sender and recipients) instead of the wide columns."""
-    addresses = F.array_compact(F.concat(F.array("sender"), F.coalesce("recipients", F.array())))
-    narrow = state.entries.select(
-        *_AUDIT_COLUMNS,
-        metadata_bytes().alias("metadata_bytes"),
-        addresses.alias("addresses"),
+def live_rows(state: JamesState) -> DataFrame:
+    """The view rows no deletedmailsv2 marker consumes (`_AUDIT_COLUMNS`), with their queue's
+    `browsestart` and `contentstart`: what `classify` calls not `consumed`, computed with one
+    anti join whose output is small (a queue's live mails) instead of classifying every row."""
+    rows = state.entries.select(*_AUDIT_COLUMNS)
+    live = rows.join(state.deleted.select(*_KEY), _KEY, "left_anti")
+    return _with_starts(state, live)
+
+
+def _with_starts(state: JamesState, frame: DataFrame) -> DataFrame:
+    # One row per queue each: sent to every task instead of shuffling `frame`.
+    return frame.join(F.broadcast(state.browse_start), "queuename", "left").join(
+        F.broadcast(state.content_start), "queuename", "left"
     )
-    # Repartitioned by the join key here, so the narrow rows are what the join shuffles (the
-    # optimizer would otherwise compute them after the join, shuffling the wide ones).
-    return classify(state, narrow.repartition("queuename", "enqueueid"))
+
+
+def _addresses() -> Column:
+    """A view row's sender and recipients (nulls dropped)."""
+    return F.array_compact(F.concat(F.array("sender"), F.coalesce("recipients", F.array())))
 
 
 def _octets(column: str) -> Column:
@@ -198,12 +213,14 @@ def _blob_sizes(ctx: Context) -> DataFrame | None:
 def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
-    rows = ctx.entries
-    partition = ["queuename", "timerangestart", "bucketid"]
-    per_partition = rows.groupBy(*partition, "browsestart", "contentstart").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(~F.col("consumed"), 1).otherwise(0)).alias("live_rows"),
-        F.sum("metadata_bytes").alias("metadata_bytes"),
+    partition = PARTITION
+    counts = ctx.rows.groupBy(*partition).agg(F.count(F.lit(1)).alias("rows"))
+    live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
+    per_partition = _with_starts(
+        ctx.state,
+        counts.join(live, partition, "left").withColumn(
+            "live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long")
+        ),
     )
     trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
     all_consumed = F.col("live_rows") == 0
@@ -213,14 +230,18 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
-    # Addresses and blob bytes are counted for the rows of flagged partitions only.
-    flagged_rows = rows.join(flagged.select(*partition), partition, "left_semi")
+    # Bytes, addresses and blobs are counted for the rows of flagged partitions only (the view
+    # read again, filtered by the flagged partitions sent to every task).
+    flagged_rows = ctx.state.entries.join(
+        F.broadcast(flagged.select(*partition)), partition, "left_semi"
+    )
+    stored = flagged_rows.groupBy(*partition).agg(F.sum(metadata_bytes()).alias("metadata_bytes"))
     addresses = (
-        flagged_rows.select(*partition, F.explode("addresses").alias("a"))
+        flagged_rows.select(*partition, F.explode(_addresses()).alias("a"))
         .groupBy(*partition)
         .agg(F.countDistinct("a").alias("addresses"))
     )
-    flagged = flagged.join(addresses, partition, "left")
+    flagged = flagged.join(stored, partition, "left").join(addresses, partition, "left")
     sizes = _blob_sizes(ctx)
     if sizes is None:
         flagged = flagged.withColumn("blob_bytes", F.lit(None).cast("long"))
@@ -263,7 +284,7 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
 def stale_browse_start(ctx: Context) -> DataFrame:
     """A browseStart that does not advance makes every browse, getSize and delete re-read old
     slices (and their tombstones), and blocks the cleanup of everything after it."""
-    live = ctx.entries.where(~F.col("consumed"))
+    live = ctx.live
     oldest = live.groupBy("queuename").agg(F.min("timerangestart").alias("oldest_live_slice"))
     visible = live.where(F.col("timerangestart") >= F.col("browsestart"))
     oldest_visible = visible.groupBy("queuename").agg(
@@ -315,7 +336,7 @@ def stale_browse_start(ctx: Context) -> DataFrame:
 def invisible_mail(ctx: Context) -> DataFrame:
     """Live mails before browseStart: James can no longer browse, count, delete or republish
     them, yet their data and blobs are kept."""
-    mails = ctx.entries.where(~F.col("consumed") & (F.col("timerangestart") < F.col("browsestart")))
+    mails = ctx.live.where(F.col("timerangestart") < F.col("browsestart"))
     detail = F.struct(
         _iso("timerangestart").alias("slice"),
         _iso("browsestart").alias("browse_start"),
@@ -337,9 +358,7 @@ def stuck_mail(ctx: Context) -> DataFrame:
     """Live mails older than the threshold: most likely lost from RabbitMQ (never delivered)."""
     cutoff = ctx.as_of - ctx.options.stuck_after
     older_than = _duration_text(ctx.options.stuck_after)
-    mails = ctx.entries.where(
-        ~F.col("consumed") & (F.col("enqueuedtime") < F.lit(cutoff).cast("timestamp"))
-    )
+    mails = ctx.live.where(F.col("enqueuedtime") < F.lit(cutoff).cast("timestamp"))
     republish = F.concat(
         F.lit("POST /mailQueues/"),
         F.col("queuename"),
@@ -362,7 +381,7 @@ def _referenced_keys(ctx: Context) -> DataFrame:
     """Every blob key the queue references (not distinct)."""
     if ctx.state.blob_references is not None:
         return ctx.state.blob_references.select("key").where(F.col("key").isNotNull())
-    return ctx.entries.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key")).where(
+    return ctx.rows.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key")).where(
         F.col("key").isNotNull()
     )
 
@@ -408,19 +427,18 @@ def dangling_blob_ref(ctx: Context) -> DataFrame:
     if blobs is None:
         return findings.empty(ctx.state.entries.sparkSession)
     keys = blobs.select(F.col("key").alias("k")).distinct()
-    live = ctx.entries.where(~F.col("consumed"))
+    live = ctx.live
     with_presence = (
         live.join(keys.withColumnRenamed("k", "headerblobid").withColumn("h", F.lit(True)),
                   "headerblobid", "left")
         .join(keys.withColumnRenamed("k", "bodyblobid").withColumn("b", F.lit(True)),
               "bodyblobid", "left")
     )  # fmt: skip
-    missing = F.filter(
+    missing = F.array_compact(
         F.array(
             F.when(F.col("h").isNull(), F.col("headerblobid")),
             F.when(F.col("b").isNull(), F.col("bodyblobid")),
-        ),
-        lambda x: x.isNotNull(),
+        )
     )
     dangling = with_presence.withColumn("missing", missing).where(F.size("missing") > 0)
     return _finding(
@@ -442,7 +460,7 @@ def bucket_mismatch(ctx: Context) -> DataFrame:
     fits = F.lit(False)
     for count in counts:
         fits = fits | (james_bucket(name, count) == bucket)
-    rows = ctx.entries.where(name.isNull() | bucket.isNull() | ~fits)
+    rows = ctx.rows.where(name.isNull() | bucket.isNull() | ~fits)
     detail = F.struct(
         "bucketid",
         james_bucket(name, counts[-1]).alias("expected_bucket"),
@@ -468,13 +486,15 @@ def slice_mismatch(ctx: Context) -> DataFrame:
     epoch = F.col("timerangestart").cast("long")
     # Whole seconds only: a fractional timestamp is never a slice start.
     whole = F.unix_micros(F.col("timerangestart")) % 1_000_000 == 0
-    aligned = whole & F.exists(F.array(*[F.lit(w) for w in windows]), lambda w: epoch % w == 0)
+    # One comparison per window (code-generated; a lambda over an array is interpreted per row).
+    on_a_window = functools.reduce(operator.or_, [epoch % w == 0 for w in windows])
+    aligned = whole & on_a_window
     enqueued = F.unix_micros(F.col("enqueuedtime"))
     start = F.unix_micros(F.col("timerangestart"))
     in_range = (enqueued >= start - SLICE_EARLY_TOLERANCE_SECONDS * 1_000_000) & (
         enqueued < start + largest * 1_000_000
     )
-    rows = ctx.entries.where(~aligned | ~in_range)
+    rows = ctx.rows.where(~aligned | ~in_range)
     detail = F.struct(
         _iso("timerangestart").alias("slice"),
         _iso("enqueuedtime").alias("enqueued_time"),
@@ -519,7 +539,7 @@ def config_advice(ctx: Context) -> DataFrame:
     """Settings that fit the observed traffic: slices of about 10,000 mails (ADR 31), and a
     browse-start update about once per slice (rabbitmq.properties guidance)."""
     peaks = (
-        ctx.entries.groupBy("queuename", F.date_trunc("hour", "enqueuedtime").alias("hour"))
+        ctx.rows.groupBy("queuename", F.date_trunc("hour", "enqueuedtime").alias("hour"))
         .count()
         .groupBy("queuename")
         .agg(F.max("count").alias("peak"))

@@ -55,11 +55,15 @@ class JamesState:
         local checkpoint: bench/ measured it cheaper to build than the columnar cache, and an
         error in a source surfaces here, typed). Spark drops its blocks once the frame is
         garbage collected; `unpersist` lets go of it."""
+        from pyspark.sql import functions as F
+
         from mqforensics.spark import computed
 
         kept = computed(frame)
         self.derived.append(kept)
-        return kept
+        # Fresh column identities: the checkpoint's columns are the source's, and a join of the
+        # two (a check joining kept rows with the view) must not see one column on both sides.
+        return kept.select(*[F.col(f"`{c}`").alias(c) for c in kept.columns])
 
     def unpersist(self) -> None:
         for frame in self._all_frames():
