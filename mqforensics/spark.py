@@ -46,7 +46,7 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         spark.conf.set(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
     else:
-        master = os.environ.get("MQF_SPARK_MASTER", "local[*]")
+        master = _master()
         log_config = Path(__file__).with_name("log4j2.properties")
         builder = (
             SparkSession.builder.master(master)
@@ -61,12 +61,32 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             .config("spark.sql.shuffle.partitions", os.environ.get("MQF_SHUFFLE_PARTITIONS", "8"))
             .config(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
+            .config("spark.driver.extraJavaOptions", " ".join(_driver_java_options(log_config)))
         )
+        if master.startswith("local"):
+            # Files split into at least 4 tasks per core: tasks of even size keep both cores
+            # busy to the end of a scan (a table in 7 files was read by 3 tasks on 2 cores).
+            builder = builder.config(
+                "spark.sql.files.minPartitionNum", str(4 * (os.cpu_count() or 1))
+            )
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
     register_data_sources(spark)
     return spark
+
+
+def _master() -> str:
+    return os.environ.get("MQF_SPARK_MASTER", "local[*]")
+
+
+def _driver_java_options(log_config: Path) -> list[str]:
+    options = [f"-Dlog4j2.configurationFile={log_config}"]
+    if _master().startswith("local"):
+        # The driver JVM runs every task in local mode: a throughput collector spends less of
+        # two cores on garbage collection than the default G1 (bench/: 10% faster audits, the
+        # bare scan unchanged).
+        options.append("-XX:+UseParallelGC")
+    return options
 
 
 def describe(spark: SparkSession) -> str:

@@ -223,3 +223,30 @@ def test_no_configuration_is_an_input_error(spark, planted):
     )
     with pytest.raises(InputError, match="no CassandraMailQueueViewConfiguration event"):
         run_checks(state)
+
+
+@pytest.mark.parametrize("broadcast_rows", [1_000_000, 0])
+def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_rows):
+    from mqforensics.systems.james import checks
+
+    monkeypatch.setattr(checks, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
+    b = Builder()
+    stuck = b.mail("outgoing", at(10, 0), at(10, 0, 10))
+    consumed = b.mail("spool", at(21, 9), at(21, 9, 5), consumed=True)
+    twice = b.mail("spool", at(21, 9), at(21, 9, 6), consumed=True)
+    other_queue = b.mail("outgoing", at(21, 10), at(21, 10, 1))
+    keyless = b.mail("spool", at(21, 10), at(21, 10, 2))
+    b.entries = [e if e[3] != keyless else (*e[:3], None, *e[4:]) for e in b.entries]
+    # A duplicated marker, and a marker for the same id in another queue: it is not that one's.
+    b.deleted += [("spool", twice), ("spool", other_queue)]
+    state = b.state(spark, {"spool": at(21, 8), "outgoing": at(10, 0)}, {"spool": at(21, 8)},
+                    HISTORY)  # fmt: skip
+    live = checks.live_rows(state).collect()
+    expected = {r.enqueueid for r in checks.classify(state).where("NOT consumed").collect()}
+    assert sorted(r.enqueueid or "" for r in live) == sorted(e or "" for e in expected)
+    assert sorted(r.enqueueid or "" for r in live) == sorted(["", stuck, other_queue])
+    assert consumed not in expected
+    starts = {r.enqueueid: (r.browsestart, r.contentstart) for r in live}
+    naive = {k: tuple(v and v.replace(tzinfo=None) for v in pair) for k, pair in starts.items()}
+    assert naive[stuck] == (at(10, 0).replace(tzinfo=None), None)
+    assert naive[None] == (at(21, 8).replace(tzinfo=None),) * 2

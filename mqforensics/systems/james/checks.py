@@ -84,7 +84,8 @@ class Context:
 
 
 def config_events(state: JamesState) -> list[ConfigEvent]:
-    rows = state.config_history.orderBy("eventid").collect()
+    # Sorted here: a handful of rows, and a sort in Spark would run jobs to sample them.
+    rows = sorted(state.config_history.collect(), key=lambda r: r.eventid)
     return [
         ConfigEvent(r.eventid, r.slice_window_seconds, r.bucket_count, r.update_browse_start_pace)
         for r in rows
@@ -109,22 +110,40 @@ def classify(state: JamesState) -> DataFrame:
     )
 
 
-# What the checks read of a view row (the wide columns are read only for flagged partitions).
+# What the checks read of a view row (the wide columns are read once, for the bytes it stores).
 _AUDIT_COLUMNS = (
     *("queuename", "timerangestart", "bucketid", "enqueueid", "enqueuedtime", "name"),
     *("headerblobid", "bodyblobid"),
 )
 _KEY = ["queuename", "enqueueid"]
 PARTITION = ["queuename", "timerangestart", "bucketid"]
+# Keys (live mails, listed blobs) up to this many are sent to every task rather than shuffled
+# against the view: tens of megabytes at most.
+BROADCAST_ROWS = 1_000_000
 
 
 def live_rows(state: JamesState) -> DataFrame:
     """The view rows no deletedmailsv2 marker consumes (`_AUDIT_COLUMNS`), with their queue's
-    `browsestart` and `contentstart`: what `classify` calls not `consumed`, computed with one
-    anti join whose output is small (a queue's live mails) instead of classifying every row."""
-    rows = state.entries.select(*_AUDIT_COLUMNS)
-    live = rows.join(state.deleted.select(*_KEY), _KEY, "left_anti")
-    return _with_starts(state, live)
+    `browsestart` and `contentstart`: what `classify` calls not `consumed`.
+
+    Only the keys of the view rows are shuffled against the markers' (the anti join's output, a
+    queue's live mails, is small); the live rows are then picked out of the view by their keys,
+    sent to every task when few enough, so the view rows themselves are never shuffled."""
+    keys = state.entries.select(*_KEY).join(state.deleted.select(*_KEY), _KEY, "left_anti")
+    live = state.keep(keys).withColumnsRenamed({k: f"live_{k}" for k in _KEY})
+    if _at_most(live, BROADCAST_ROWS):
+        live = F.broadcast(live)
+    # Null-safe: a row with a null key part has no marker, and is live.
+    same_key = functools.reduce(
+        operator.and_, [F.col(k).eqNullSafe(F.col(f"live_{k}")) for k in _KEY]
+    )
+    rows = state.entries.select(*_AUDIT_COLUMNS).join(live, same_key, "left_semi")
+    return _with_starts(state, rows)
+
+
+def _at_most(frame: DataFrame, limit: int) -> bool:
+    """Whether `frame` has at most `limit` rows (counting no further than that)."""
+    return frame.limit(limit + 1).count() <= limit
 
 
 def _with_starts(state: JamesState, frame: DataFrame) -> DataFrame:
@@ -214,7 +233,11 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
     partition = PARTITION
-    counts = ctx.rows.groupBy(*partition).agg(F.count(F.lit(1)).alias("rows"))
+    # The bytes of every partition are summed in the same pass as its rows are counted: the
+    # wide columns they are computed from would be read whole even for a few partitions.
+    counts = ctx.state.entries.groupBy(*partition).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum(metadata_bytes()).alias("metadata_bytes")
+    )
     live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
     per_partition = _with_starts(
         ctx.state,
@@ -230,18 +253,17 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
-    # Bytes, addresses and blobs are counted for the rows of flagged partitions only (the view
-    # read again, filtered by the flagged partitions sent to every task).
+    # Addresses and blobs are counted for the rows of flagged partitions only (the view read
+    # again, filtered by the flagged partitions sent to every task).
     flagged_rows = ctx.state.entries.join(
         F.broadcast(flagged.select(*partition)), partition, "left_semi"
     )
-    stored = flagged_rows.groupBy(*partition).agg(F.sum(metadata_bytes()).alias("metadata_bytes"))
     addresses = (
         flagged_rows.select(*partition, F.explode(_addresses()).alias("a"))
         .groupBy(*partition)
         .agg(F.countDistinct("a").alias("addresses"))
     )
-    flagged = flagged.join(stored, partition, "left").join(addresses, partition, "left")
+    flagged = flagged.join(addresses, partition, "left")
     sizes = _blob_sizes(ctx)
     if sizes is None:
         flagged = flagged.withColumn("blob_bytes", F.lit(None).cast("long"))
@@ -396,9 +418,13 @@ def orphaned_blob(ctx: Context) -> DataFrame:
     cutoff = F.lit(ctx.as_of - ctx.options.blob_grace).cast("timestamp")
     complete = ctx.options.references_complete
     candidates = blobs.where(F.col("last_modified") < cutoff)
-    # The references that name a listed blob (a stream through the listing, which is usually
-    # far smaller than the references), then the listed blobs none of them names.
-    referenced = _referenced_keys(ctx).join(candidates.select("key").distinct(), "key", "left_semi")
+    # The references that name a listed blob (the listing sent to every task when small enough,
+    # so the references, two per view row, are not shuffled), then the listed blobs none of
+    # them names.
+    listed = candidates.select("key").distinct()
+    if _at_most(candidates, BROADCAST_ROWS):
+        listed = F.broadcast(listed)
+    referenced = _referenced_keys(ctx).join(listed, "key", "left_semi")
     orphans = candidates.join(referenced.distinct(), "key", "left_anti")
     detail = F.struct(
         "bucket",

@@ -327,8 +327,10 @@ def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
 
 
 def _schema(spark: SparkSession, ddl: str) -> Any:
-    # Parsing DDL needs a session (classic or Connect); an empty frame is the portable way.
-    return spark.createDataFrame([], ddl).schema
+    from pyspark.sql.types import DataType
+
+    # Parsed without building a frame (classic and Connect sessions alike).
+    return DataType.fromDDL(ddl)
 
 
 def _same_shape(found: DataType, wanted: DataType) -> bool:
