@@ -227,6 +227,7 @@ def test_no_configuration_is_an_input_error(spark, planted):
 
 @pytest.mark.parametrize("broadcast_rows", [1_000_000, 0])
 def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_rows):
+    """Whether the live keys are sent to every task or shuffled, the rows without a marker."""
     from mqforensics.systems.james import checks
 
     monkeypatch.setattr(checks, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
@@ -241,7 +242,8 @@ def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_r
     b.deleted += [("spool", twice), ("spool", other_queue)]
     state = b.state(spark, {"spool": at(21, 8), "outgoing": at(10, 0)}, {"spool": at(21, 8)},
                     HISTORY)  # fmt: skip
-    live = checks.live_rows(state).collect()
+    ctx = checks.Context(state, AuditOptions(), checks.config_events(state))
+    live = ctx.live.collect()
     expected = {r.enqueueid for r in checks.classify(state).where("NOT consumed").collect()}
     assert sorted(r.enqueueid or "" for r in live) == sorted(e or "" for e in expected)
     assert sorted(r.enqueueid or "" for r in live) == sorted(["", stuck, other_queue])

@@ -61,8 +61,9 @@ class Context:
     # Every view row, narrowed to what the checks read: lazy, read again by each check that
     # looks at every row (a Parquet snapshot is rescanned, a live read is cached by the state).
     rows: DataFrame = field(init=False)
-    # The live rows (no marker in deletedmailsv2), with their queue's browse and content
-    # starts: computed once and kept, since most checks look at these only.
+    # The view rows a check reports one by one (`marked_rows`): computed in one pass and kept.
+    marked: DataFrame = field(init=False)
+    # The live rows (no marker in deletedmailsv2), with their queue's browse and content starts.
     live: DataFrame = field(init=False)
 
     def __post_init__(self) -> None:
@@ -72,7 +73,10 @@ class Context:
                 "slice window and bucket count"
             )
         self.rows = self.state.entries.select(*_AUDIT_COLUMNS)
-        self.live = self.state.keep(live_rows(self.state))
+        self.marked = self.state.keep(marked_rows(self.state, self.history))
+        self.live = _with_starts(
+            self.state, self.marked.where(F.col("live")).select(*_AUDIT_COLUMNS)
+        )
 
     @property
     def window(self) -> int:
@@ -122,23 +126,37 @@ PARTITION = ["queuename", "timerangestart", "bucketid"]
 BROADCAST_ROWS = 1_000_000
 
 
-def live_rows(state: JamesState) -> DataFrame:
-    """The view rows no deletedmailsv2 marker consumes (`_AUDIT_COLUMNS`), with their queue's
-    `browsestart` and `contentstart`: what `classify` calls not `consumed`.
+def marked_rows(state: JamesState, history: list[ConfigEvent]) -> DataFrame:
+    """The view rows some check reports one by one (`_AUDIT_COLUMNS`), flagged `live` (no
+    deletedmailsv2 marker: what `classify` calls not `consumed`), `wrong_bucket` and
+    `wrong_slice`: one pass over the view, whose output is small.
 
     Only the keys of the view rows are shuffled against the markers' (the anti join's output, a
-    queue's live mails, is small); the live rows are then picked out of the view by their keys,
-    sent to every task when few enough, so the view rows themselves are never shuffled."""
+    queue's live mails, is small); the view is then read once, each row's key looked up among
+    the live keys, sent to every task when few enough, so the view rows are never shuffled."""
     keys = state.entries.select(*_KEY).join(state.deleted.select(*_KEY), _KEY, "left_anti")
-    live = state.keep(keys).withColumnsRenamed({k: f"live_{k}" for k in _KEY})
+    # Distinct: one view row must meet at most one live key (the same key in two partitions
+    # is two live rows).
+    live = state.keep(keys.distinct()).select(
+        *[F.col(k).alias(f"live_{k}") for k in _KEY], F.lit(True).alias("live")
+    )
     if _at_most(live, BROADCAST_ROWS):
         live = F.broadcast(live)
     # Null-safe: a row with a null key part has no marker, and is live.
     same_key = functools.reduce(
         operator.and_, [F.col(k).eqNullSafe(F.col(f"live_{k}")) for k in _KEY]
     )
-    rows = state.entries.select(*_AUDIT_COLUMNS).join(live, same_key, "left_semi")
-    return _with_starts(state, rows)
+    flags = {
+        "live": F.coalesce(F.col("live"), F.lit(False)),
+        "wrong_bucket": F.coalesce(wrong_bucket(history), F.lit(False)),
+        "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
+    }
+    rows = (
+        state.entries.select(*_AUDIT_COLUMNS)
+        .join(live, same_key, "left")
+        .select(*_AUDIT_COLUMNS, *[flag.alias(name) for name, flag in flags.items()])
+    )
+    return rows.where(F.col("live") | F.col("wrong_bucket") | F.col("wrong_slice"))
 
 
 def _at_most(frame: DataFrame, limit: int) -> bool:
@@ -482,14 +500,10 @@ def bucket_mismatch(ctx: Context) -> DataFrame:
     """Rows in a bucket James would never compute for their name: browse still finds them,
     but they reveal a foreign writer, corruption or a bucket-count history we do not know."""
     counts = sorted({e.bucket_count for e in ctx.history})
-    name, bucket = F.col("name"), F.col("bucketid")
-    fits = F.lit(False)
-    for count in counts:
-        fits = fits | (james_bucket(name, count) == bucket)
-    rows = ctx.rows.where(name.isNull() | bucket.isNull() | ~fits)
+    rows = ctx.marked.where(F.col("wrong_bucket"))
     detail = F.struct(
         "bucketid",
-        james_bucket(name, counts[-1]).alias("expected_bucket"),
+        james_bucket(F.col("name"), counts[-1]).alias("expected_bucket"),
         F.lit(counts[-1]).alias("bucket_count"),
         "name",
     )
@@ -497,38 +511,63 @@ def bucket_mismatch(ctx: Context) -> DataFrame:
                     detail)  # fmt: skip
 
 
+def wrong_bucket(history: list[ConfigEvent]) -> Column:
+    """A view row's bucket is none James computes for its name under any bucket count of the
+    configuration history (or its name or bucket is null)."""
+    name, bucket = F.col("name"), F.col("bucketid")
+    hashcode = _java_hashcode(name)
+    # Fewest buckets first: with one bucket every name is in bucket 0, no hash needed, and the
+    # first comparison that holds spares the rest.
+    fits = [
+        bucket == 0 if count == 1 else F.abs(hashcode % F.lit(count)) == bucket
+        for count in sorted({e.bucket_count for e in history})
+    ]
+    return name.isNull() | bucket.isNull() | ~functools.reduce(operator.or_, fits)
+
+
 def james_bucket(name: Column, bucket_count: int) -> Column:
     """James's bucket of a mail name, ``Math.abs(name.hashCode() % bucketCount)``, computed by
     the JVM's own ``String.hashCode`` (through ``reflect``: no Python worker, and the same
     UTF-16 arithmetic as James by construction); null for a null name."""
-    hashcode = F.reflect(F.lit("java.util.Objects"), F.lit("hashCode"), name).cast("int")
-    return F.when(name.isNotNull(), F.abs(hashcode % F.lit(bucket_count)))
+    return F.when(name.isNotNull(), F.abs(_java_hashcode(name) % F.lit(bucket_count)))
+
+
+def _java_hashcode(name: Column) -> Column:
+    return F.reflect(F.lit("java.util.Objects"), F.lit("hashCode"), name).cast("int")
 
 
 def slice_mismatch(ctx: Context) -> DataFrame:
     """Rows whose slice start is not one James computes: browse may never visit them."""
     windows = sorted({e.window for e in ctx.history})
-    largest = windows[-1]
-    epoch = F.col("timerangestart").cast("long")
-    # Whole seconds only: a fractional timestamp is never a slice start.
-    whole = F.unix_micros(F.col("timerangestart")) % 1_000_000 == 0
-    # One comparison per window (code-generated; a lambda over an array is interpreted per row).
-    on_a_window = functools.reduce(operator.or_, [epoch % w == 0 for w in windows])
-    aligned = whole & on_a_window
-    enqueued = F.unix_micros(F.col("enqueuedtime"))
-    start = F.unix_micros(F.col("timerangestart"))
-    in_range = (enqueued >= start - SLICE_EARLY_TOLERANCE_SECONDS * 1_000_000) & (
-        enqueued < start + largest * 1_000_000
-    )
-    rows = ctx.rows.where(~aligned | ~in_range)
+    rows = ctx.marked.where(F.col("wrong_slice"))
     detail = F.struct(
         _iso("timerangestart").alias("slice"),
         _iso("enqueuedtime").alias("enqueued_time"),
-        aligned.alias("aligned"),
+        _on_a_slice_start(windows).alias("aligned"),
         F.array(*[F.lit(w) for w in windows]).alias("windows"),
     )
     return _finding(rows, "slice_mismatch", "warning", "mail", F.col("enqueueid"), ctx.as_of,
                     detail)  # fmt: skip
+
+
+def wrong_slice(history: list[ConfigEvent]) -> Column:
+    """A view row's slice start is not a multiple of any slice window of the configuration
+    history, or its mail was enqueued outside that slice (a minute early is tolerated)."""
+    windows = sorted({e.window for e in history})
+    enqueued = F.unix_micros(F.col("enqueuedtime"))
+    start = F.unix_micros(F.col("timerangestart"))
+    in_range = (enqueued >= start - SLICE_EARLY_TOLERANCE_SECONDS * 1_000_000) & (
+        enqueued < start + windows[-1] * 1_000_000
+    )
+    return ~_on_a_slice_start(windows) | ~in_range
+
+
+def _on_a_slice_start(windows: list[int]) -> Column:
+    epoch = F.col("timerangestart").cast("long")
+    # Whole seconds only: a fractional timestamp is never a slice start.
+    whole = F.unix_micros(F.col("timerangestart")) % 1_000_000 == 0
+    # One comparison per window (code-generated; a lambda over an array is interpreted per row).
+    return whole & functools.reduce(operator.or_, [epoch % w == 0 for w in windows])
 
 
 def config_violation(ctx: Context) -> DataFrame:
