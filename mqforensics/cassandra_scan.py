@@ -139,7 +139,8 @@ def estimated_splits(session: Any, keyspace: str, table: str) -> int:
     return splits_for(estimates)
 
 
-def _count(text: str, option: str) -> int:
+def positive_count(text: str, option: str) -> int:
+    """A data source option that must be a positive integer (a ConfigError naming it if not)."""
     if not text.strip().isdigit() or int(text) < 1:
         raise ConfigError(f"option {option!r} must be a positive integer, not {text!r}")
     return int(text)
@@ -186,7 +187,7 @@ class CassandraScanSource(DataSource):
             udts = user_types(session, keyspace)
             given = self.options.get("splits")
             if given:
-                splits = _count(given, "splits")
+                splits = positive_count(given, "splits")
             else:
                 splits = estimated_splits(session, keyspace, table)
         finally:

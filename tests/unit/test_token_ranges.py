@@ -60,9 +60,9 @@ def test_a_node_estimating_part_of_the_ring_is_scaled_to_the_whole():
 
 
 def test_a_bad_splits_option_is_a_config_error():
-    from mqforensics.cassandra_scan import _count
+    from mqforensics.cassandra_scan import positive_count
 
     for bad in ("0", "-3", "many", " "):
         with pytest.raises(ConfigError, match="'splits' must be a positive integer"):
-            _count(bad, "splits")
-    assert _count("12", "splits") == 12
+            positive_count(bad, "splits")
+    assert positive_count("12", "splits") == 12

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
-from mqforensics.cassandra_scan import read_table
+from mqforensics.cassandra_scan import positive_count, read_table
 from mqforensics.errors import ConfigError, InputError, ServerUnavailable
 from mqforensics.systems.james import schema
 from mqforensics.systems.james.config_history import history_rows
@@ -119,7 +119,8 @@ class JamesEnqueuedReader(DataSourceReader):
         except (KeyError, ValueError, TypeError) as exc:
             raise ConfigError(f"bad mqf_james_enqueued options: {exc}") from None
         keys = enumerate_partitions(ranges, window, buckets)
-        chunk = int(self.options.get("chunk", str(DEFAULT_CHUNK)))
+        chunk = positive_count(self.options.get("chunk", str(DEFAULT_CHUNK)), "chunk")
+        positive_count(self.options.get("concurrency", "16"), "concurrency")  # checked here
         return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
             SliceChunk([])
         ]
@@ -163,7 +164,7 @@ class JamesEnqueuedReader(DataSourceReader):
         ]
         results = execute_concurrent_with_args(
             session, statement, arguments,
-            concurrency=int(self.options.get("concurrency", "16")),
+            concurrency=positive_count(self.options.get("concurrency", "16"), "concurrency"),
             raise_on_first_error=False, results_generator=True,
         )  # fmt: skip
 
