@@ -2,7 +2,8 @@
 
 Each check's exact condition is specified in docs/james.md; the docstrings say why it matters.
 Checks never read or write anything outside the frames they are given; the only driver-side
-collects are of the tiny configuration history and of per-queue aggregates.
+collects are of the tiny configuration history and of per-queue aggregates, and the counts that
+decide whether a set of keys is small enough to send to every task (`BROADCAST_ROWS`).
 """
 
 from __future__ import annotations
