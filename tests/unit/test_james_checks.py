@@ -252,3 +252,20 @@ def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_r
     naive = {k: tuple(v and v.replace(tzinfo=None) for v in pair) for k, pair in starts.items()}
     assert naive[stuck] == (at(10, 0).replace(tzinfo=None), None)
     assert naive[None] == (at(21, 8).replace(tzinfo=None),) * 2
+
+
+def test_classify_marks_consumed_rows_of_a_view_made_of_several_frames(spark, planted):
+    from mqforensics.systems.james.checks import classify
+
+    state, ids = planted
+    rows = state.entries.collect()
+    halves = [spark.createDataFrame(part, schema.ENTRIES) for part in (rows[:4], rows[4:])]
+    union = JamesState(**{**state.__dict__, "entries": halves[0].unionByName(halves[1])})
+    classified = classify(union).collect()
+    assert classified[0].asDict().keys() == {
+        **{c: None for c in state.entries.columns}, "consumed": None, "browsestart": None,
+        "contentstart": None,
+    }.keys()  # fmt: skip
+    consumed = {r.enqueueid for r in classified if r.consumed}
+    assert consumed == {r.enqueueid for r in state.deleted.collect()}
+    assert len(classified) == len(rows) and ids["stuck"] not in consumed

@@ -100,16 +100,13 @@ def config_events(state: JamesState) -> list[ConfigEvent]:
 def classify(state: JamesState) -> DataFrame:
     """Every view row with `consumed` (a deletedmailsv2 marker exists) and its browse/content
     starts (the planner and the plots need every row; the audit only the live ones)."""
-    # An EXISTS subquery (planned as one existence join): no distinct of the markers, and a
-    # duplicated marker cannot duplicate the row.
-    entries = state.entries.alias("entry")
-    markers = state.deleted.alias("marker")
-    consumed = markers.where(
-        (F.col("marker.queuename") == F.col("entry.queuename").outer())
-        & (F.col("marker.enqueueid") == F.col("entry.enqueueid").outer())
-    ).exists()
+    # Markers made distinct, so a duplicated marker cannot duplicate the row (an EXISTS subquery
+    # would do the same, but Spark's optimizer fails on it when the view is a union of frames).
+    markers = state.deleted.select(*_KEY).distinct().withColumn("consumed", F.lit(True))
+    consumed = F.coalesce(F.col("consumed"), F.lit(False)).alias("consumed")
     return (
-        entries.withColumn("consumed", consumed)
+        state.entries.join(markers, _KEY, "left")
+        .select(*state.entries.columns, consumed)
         .join(state.browse_start, "queuename", "left")
         .join(state.content_start, "queuename", "left")
     )
