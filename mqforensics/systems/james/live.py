@@ -120,7 +120,8 @@ class JamesEnqueuedReader(DataSourceReader):
             raise ConfigError(f"bad mqf_james_enqueued options: {exc}") from None
         keys = enumerate_partitions(ranges, window, buckets)
         chunk = positive_count(self.options.get("chunk", str(DEFAULT_CHUNK)), "chunk")
-        positive_count(self.options.get("concurrency", "16"), "concurrency")  # checked here
+        # read() uses it in the executors; a bad value fails here, on the driver, first.
+        positive_count(self.options.get("concurrency", "16"), "concurrency")
         return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
             SliceChunk([])
         ]
