@@ -192,6 +192,8 @@ class CassandraScanSource(DataSource):
                 splits = estimated_splits(session, keyspace, table)
         finally:
             close_cluster(cluster)
+        # read() uses it in the executors; a bad value fails here, on the driver, first.
+        positive_count(self.options.get("page_size", "5000"), "page_size")
         names = [f.name for f in schema]
         missing = [n for n in names if n not in columns]
         if missing:
@@ -273,7 +275,7 @@ class CassandraScanReader(DataSourceReader):
                 raise ConfigError(f"unknown consistency level {level!r}")
             statement = SimpleStatement(
                 query,
-                fetch_size=int(self.options.get("page_size", "5000")),
+                fetch_size=positive_count(self.options.get("page_size", "5000"), "page_size"),
                 consistency_level=getattr(ConsistencyLevel, level),
             )
             try:

@@ -111,17 +111,25 @@ class BatchMaker:
         )
 
     def batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
-        import pyarrow as pa
-
         width = len(self.types)
         columns = list(zip(*rows, strict=True)) if rows else [()] * width
         if len(columns) != width:
             raise ValueError(f"rows have {len(columns)} values, the columns are {width}")
+        return self.columns_batch([list(values) for values in columns])
+
+    def columns_batch(self, columns: Sequence[list[Any] | pa.Array]) -> pa.RecordBatch:
+        """The batch of the given columns (equal lengths, in column order): lists of driver
+        values, or Arrow arrays already of the column's type."""
+        import pyarrow as pa
+
+        if len(columns) != len(self.types):
+            raise ValueError(f"{len(columns)} columns given, the columns are {len(self.types)}")
         arrays = [
-            pa.array(convert(list(values)), type=kind)
+            values if isinstance(values, pa.Array) else pa.array(convert(values), type=kind)
             for convert, values, kind in zip(self.converters, columns, self.types, strict=True)
         ]
-        arrays += [pa.array([value] * len(rows), type=pa.string()) for _, value in self.constants]
+        count = len(columns[0]) if columns else 0
+        arrays += [pa.array([value] * count, type=pa.string()) for _, value in self.constants]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def batches(self, rows: Iterable[Sequence[Any]], size: int = BATCH_ROWS) -> Iterator[Any]:

@@ -56,11 +56,15 @@ class Finding:
 
 
 def to_frame(spark: SparkSession, findings: Iterable[Finding]) -> DataFrame:
-    return spark.createDataFrame([f.as_row() for f in findings], SCHEMA)
+    from mqforensics.spark import local_frame
+
+    return local_frame(spark, [f.as_row() for f in findings], SCHEMA)
 
 
 def empty(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], SCHEMA)
+    from mqforensics.spark import local_frame
+
+    return local_frame(spark, [], SCHEMA)
 
 
 def union_all(spark: SparkSession, frames: Iterable[DataFrame]) -> DataFrame:

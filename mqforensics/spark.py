@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import DataFrame, SparkSession
 
 LOOPBACK = "127.0.0.1"
@@ -20,6 +22,9 @@ LOOPBACK = "127.0.0.1"
 # spills): the audits' joins of view rows with markers need no order (bench/).
 _HASH_JOIN_LIMIT = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
 HASH_JOIN_LIMIT = "256m"
+# `local_frame` holds at most this many rows in the plan; more are a distributed collection
+# (each value is bound through the JVM gateway: a few rows are quicker, hundreds slower).
+LOCAL_ROWS = 16
 
 
 def _prepare_environment() -> None:
@@ -106,6 +111,38 @@ def register_data_sources(spark: SparkSession) -> None:
 
     for source in (BlobListingSource, InventorySource, CassandraScanSource, JamesEnqueuedSource):
         spark.dataSource.register(source)
+
+
+def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str) -> DataFrame:
+    """A small frame of `rows` with the DDL `schema`, held in the query plan (a local relation).
+
+    Reading it runs no Spark job, where a ``createDataFrame`` of Python rows is a distributed
+    collection read by tasks: worth it for the handful of rows of a queue's starts, a
+    configuration history or the findings made on the driver. The values are bound as
+    parameters of a ``VALUES`` list (never spliced into SQL text), then cast to the schema.
+    More than `LOCAL_ROWS` rows are a ``createDataFrame`` all the same.
+    """
+    from pyspark.sql.types import DataType, StructType
+
+    struct = DataType.fromDDL(schema)
+    if not isinstance(struct, StructType) or not struct.fields:
+        raise ValueError(f"not a schema of named columns: {schema!r}")
+    if len(rows) > LOCAL_ROWS:
+        return spark.createDataFrame(list(rows), schema)
+    width = len(struct.fields)
+    for row in rows:
+        if len(row) != width:
+            raise ValueError(f"row of {len(row)} values for {width} columns: {row!r}")
+    values = [list(row) for row in rows] or [[None] * width]
+    marks = ", ".join("(" + ", ".join("?" * width) + ")" for _ in values)
+    columns = ", ".join(
+        f"CAST(col{i} AS {field.dataType.simpleString()}) AS `{field.name}`"
+        for i, field in enumerate(struct.fields, 1)
+    )
+    frame = spark.sql(
+        f"SELECT {columns} FROM VALUES {marks}", args=[v for row in values for v in row]
+    )
+    return frame if rows else frame.where("false")
 
 
 def computed(frame: DataFrame) -> DataFrame:

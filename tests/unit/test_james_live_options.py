@@ -19,7 +19,7 @@ def test_partitions_are_chunked_by_the_chunk_option():
     assert [len(c.keys) for c in chunks] == [3, 3]
 
 
-@pytest.mark.parametrize("option", ["chunk", "concurrency"])
+@pytest.mark.parametrize("option", ["chunk", "concurrency", "page_size"])
 @pytest.mark.parametrize("bad", ["0", "-1", "many"])
 def test_a_bad_count_option_is_a_config_error(option, bad):
     with pytest.raises(ConfigError, match=f"option '{option}' must be a positive integer"):

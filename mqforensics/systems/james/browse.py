@@ -32,9 +32,11 @@ SIZE_COLUMNS = ("queuename", "timerangestart", "bucketid", "enqueueid")
 
 def current_configuration(state: JamesState) -> tuple[int, int]:
     """(slice window seconds, bucket count) of the latest configuration event."""
-    row = state.config_history.orderBy(F.col("eventid").desc()).first()
-    if row is None:
+    # A handful of rows, picked in Python: a sort in Spark would run a job for them.
+    rows = state.config_history.select("eventid", "slice_window_seconds", "bucket_count").collect()
+    if not rows:
         raise ConfigError("no configuration event: the slice window is unknown")
+    row = max(rows, key=lambda r: r.eventid)
     return int(row.slice_window_seconds), int(row.bucket_count)
 
 

@@ -13,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.errors import InputError
+from mqforensics.spark import local_frame
 from mqforensics.systems.james.schema import CONFIG_AGGREGATE, CONFIG_HISTORY
 
 if TYPE_CHECKING:
@@ -64,4 +65,4 @@ def history_frame(spark: SparkSession, event_store: DataFrame, where: str) -> Da
         .select("aggregateid", "eventid", "event")
         .collect()
     )
-    return spark.createDataFrame(history_rows(rows, where), CONFIG_HISTORY)
+    return local_frame(spark, history_rows(rows, where), CONFIG_HISTORY)

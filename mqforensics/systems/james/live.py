@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.cassandra_scan import positive_count, read_table
 from mqforensics.errors import ConfigError, InputError, ServerUnavailable
+from mqforensics.spark import local_frame
 from mqforensics.systems.james import schema
 from mqforensics.systems.james.config_history import history_rows
 from mqforensics.systems.james.state import JamesState
@@ -44,6 +45,9 @@ PARTITION_KEY = ("queuename", "timerangestart", "bucketid")
 # partitions are small (one slice of one bucket).
 DEFAULT_CHUNK = 1024
 DEFAULT_LOOKBACK = dt.timedelta(days=7)
+# Markers are two short strings (a page is a few megabytes): Cassandra spends less per marker
+# in fewer, larger pages of its token-range scan.
+MARKER_PAGE_ROWS = 50_000
 
 
 @dataclass
@@ -71,8 +75,8 @@ class JamesEnqueuedSource(DataSource):
     Options: the CassandraEndpoint options, ``keyspace``, ``table``, ``ranges`` (JSON object
     queue -> [first slice epoch, last slice epoch]), ``window``, ``bucket_count``, ``chunk``
     (Cassandra partitions per Spark partition, default 1024), ``consistency``, ``concurrency``,
-    ``columns`` (comma-separated enqueued columns to read, default all; `table_version` is
-    always added).
+    ``page_size`` (rows per page of a partition's query, default 5000), ``columns``
+    (comma-separated enqueued columns to read, default all; `table_version` is always added).
     """
 
     @classmethod
@@ -120,8 +124,9 @@ class JamesEnqueuedReader(DataSourceReader):
             raise ConfigError(f"bad mqf_james_enqueued options: {exc}") from None
         keys = enumerate_partitions(ranges, window, buckets)
         chunk = positive_count(self.options.get("chunk", str(DEFAULT_CHUNK)), "chunk")
-        # read() uses it in the executors; a bad value fails here, on the driver, first.
+        # read() uses them in the executors; a bad value fails here, on the driver, first.
         positive_count(self.options.get("concurrency", "16"), "concurrency")
+        positive_count(self.options.get("page_size", "5000"), "page_size")
         return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
             SliceChunk([])
         ]
@@ -131,7 +136,7 @@ class JamesEnqueuedReader(DataSourceReader):
         from cassandra.concurrent import execute_concurrent_with_args
 
         from mqforensics.cassandra_scan import _worker_session
-        from mqforensics.cql_arrow import BatchMaker, selector
+        from mqforensics.cql_arrow import BATCH_ROWS, BatchMaker, selector
 
         if not partition.keys:
             return
@@ -144,7 +149,6 @@ class JamesEnqueuedReader(DataSourceReader):
         reads = [selector(n, t) for n, t in fetched]
         combined = [*PARTITION_KEY, *(n for n, _ in fetched)]
         order = [combined.index(n) for n, _ in chosen]
-        in_order = order == list(range(len(order)))
         types = dict(chosen) | {n: t for (n, _), (_, t) in zip(fetched, reads, strict=True)}
         maker = BatchMaker(
             [(n, types[n]) for n, _ in chosen], constants=[("table_version", version)]
@@ -159,6 +163,7 @@ class JamesEnqueuedReader(DataSourceReader):
         statement.consistency_level = getattr(
             ConsistencyLevel, self.options.get("consistency", "LOCAL_QUORUM").upper()
         )
+        statement.fetch_size = positive_count(self.options.get("page_size", "5000"), "page_size")
         arguments = [
             (q, dt.datetime.fromtimestamp(epoch, tz=dt.UTC), bucket)
             for q, epoch, bucket in partition.keys
@@ -168,27 +173,63 @@ class JamesEnqueuedReader(DataSourceReader):
             concurrency=positive_count(self.options.get("concurrency", "16"), "concurrency"),
             raise_on_first_error=False, results_generator=True,
         )  # fmt: skip
+        # Built column by column, a page of a partition at a time: the key values are repeated
+        # for the page's rows, the fetched values transposed (no tuple per row in Python). The
+        # slice start is held as epoch microseconds, turned into timestamps once per batch.
+        micros = [(q, epoch * 1_000_000, bucket) for q, epoch, bucket in partition.keys]
+        names = [n for n, _ in chosen]
+        slice_column = names.index("timerangestart") if "timerangestart" in names else None
+        pending: list[list[Any]] = [[] for _ in chosen]
+        held = 0
 
-        def rows() -> Iterator[Any]:
-            for (success, result), key, key_values in zip(
-                results, partition.keys, arguments, strict=True
-            ):
-                if not success:
-                    raise ServerUnavailable(
-                        f"Cassandra at {endpoint.where} failed reading {table} partition "
-                        f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
-                    )
-                if not fetched:
-                    picked = tuple(key_values[i] for i in order)
-                    yield from (picked for _ in result)
-                elif in_order:
-                    yield from (key_values + row for row in result)
-                else:
-                    for row in result:
-                        values = key_values + row
-                        yield tuple(values[i] for i in order)
+        def batch() -> Any:
+            import pyarrow as pa
 
-        yield from maker.batches(rows())
+            columns: list[Any] = list(pending)
+            if slice_column is not None:
+                columns[slice_column] = pa.array(columns[slice_column], pa.int64()).view(
+                    maker.schema.field(slice_column).type
+                )
+            return maker.columns_batch(columns)
+
+        for (success, result), key, key_values in zip(results, partition.keys, micros, strict=True):
+            if not success:
+                raise ServerUnavailable(
+                    f"Cassandra at {endpoint.where} failed reading {table} partition "
+                    f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
+                )
+            for page in _pages(result, endpoint.where, table, key):
+                if not page:
+                    continue
+                count = len(page)
+                values = [[v] * count for v in key_values]
+                if fetched:
+                    values += [list(column) for column in zip(*page, strict=True)]
+                for target, source in zip(pending, order, strict=True):
+                    target.extend(values[source])
+                held += count
+                if held >= BATCH_ROWS:
+                    yield batch()
+                    pending, held = [[] for _ in chosen], 0
+        if held:
+            yield batch()
+
+
+def _pages(result: Any, where: str, table: str, key: tuple[str, int, int]) -> Iterator[Any]:
+    """The pages of rows of one partition's result, fetched one after another."""
+    from cassandra import OperationTimedOut, ReadTimeout, Unavailable
+
+    while True:
+        yield result.current_rows
+        if not result.has_more_pages:
+            return
+        try:
+            result.fetch_next_page()
+        except (OperationTimedOut, ReadTimeout, Unavailable) as exc:
+            raise ServerUnavailable(
+                f"Cassandra at {where} stopped answering while reading {table} partition "
+                f"{key[0]}/{key[1]}/{key[2]}: {type(exc).__name__}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -202,8 +243,9 @@ class LiveOptions:
     # Enqueued columns to read (default all). A narrow read is for callers that need only
     # these (getSize reads the keys); the checks need every column.
     columns: tuple[str, ...] = ()
-    # Enumerate each queue from its browseStart, the partitions James's browse reads, instead
-    # of a lookback before contentStart (the audit's default).
+    # Enumerate only the partitions James's browse reads: each queue from its browseStart, on
+    # the latest configuration's slice window and buckets (the audit's default: a lookback
+    # before contentStart, on every window and bucket of the history).
     from_browse_start: bool = False
 
 
@@ -267,6 +309,7 @@ def read_live(
     deleted = read_table(
         spark, endpoint, keyspace, schema.DELETED_TABLE,
         splits=options.splits, consistency=options.consistency, columns="queuename,enqueueid",
+        page_size=MARKER_PAGE_ROWS,
     )  # fmt: skip
     blob_references = None
     chosen = selected_columns(",".join(options.columns))
@@ -282,12 +325,17 @@ def read_live(
                 f"{keyspace}.eventstore has no {schema.CONFIG_AGGREGATE} event: cannot enumerate "
                 "slices (use mode 'scan')"
             )
-        window = min(h[1] for h in history)
-        buckets = max(h[2] for h in history)
+        if options.from_browse_start:  # history is in eventid order: the last is current
+            _eventid, window, buckets, _pace = history[-1]
+        else:
+            window = min(h[1] for h in history)
+            buckets = max(h[2] for h in history)
         entries = _enumerated_entries(
             spark, endpoint, options, table, browse_rows, content_rows, window, buckets, as_of
         )
-        # Orphan detection needs every reference, not only the enumerated partitions'.
+    if options.mode == "enumerate" and not options.from_browse_start:
+        # Orphan detection needs every reference, not only the enumerated partitions' (a
+        # browse-only read is for the browse's own answers: getSize, delete selections).
         blob_references = (
             read_table(
                 spark, endpoint, keyspace, table, splits=options.splits,
@@ -305,12 +353,15 @@ def read_live(
     return JamesState(
         entries=entries,
         deleted=deleted,
-        browse_start=spark.createDataFrame(browse_rows, schema.BROWSE_START),
-        content_start=spark.createDataFrame(content_rows, schema.CONTENT_START),
-        config_history=spark.createDataFrame(history, schema.CONFIG_HISTORY),
+        browse_start=local_frame(spark, browse_rows, schema.BROWSE_START),
+        content_start=local_frame(spark, content_rows, schema.CONTENT_START),
+        config_history=local_frame(spark, history, schema.CONFIG_HISTORY),
         as_of=as_of,
         blob_references=blob_references,
-        references_complete=blob_references is not None or not options.queues,
+        # A scan of every queue reads every reference; an enumerated read has them read apart
+        # (not a browse-only read: its partitions are only the browse's).
+        references_complete=blob_references is not None
+        or (options.mode == "scan" and not options.queues),
         source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
     )
 

@@ -37,6 +37,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history
 from mqforensics.systems.james.schema import (
     BROWSE_START,
@@ -119,7 +120,7 @@ def read_snapshot(
     content = files[CONTENT_START_TABLE]
     if content is None:
         notes.append("no contentstart table (James before 3.7): content_start is empty")
-        frames[CONTENT_START_TABLE] = spark.createDataFrame([], CONTENT_START)
+        frames[CONTENT_START_TABLE] = local_frame(spark, [], CONTENT_START)
     else:
         frames[CONTENT_START_TABLE] = _read_table(spark, content)
 

@@ -30,7 +30,8 @@ class JamesState:
     # every reference: James's own MailQueueViewBlobReferenceSource scans the whole table).
     blob_references: DataFrame | None = None
     # False when the blob references read are not all of the view's (a live `--scan` limited
-    # to some queues): orphans cannot then be told from blobs of the queues not read.
+    # to some queues, a browse-only read): orphans cannot then be told from blobs of the rows
+    # not read.
     references_complete: bool = True
     source: str = ""
     notes: list[str] = field(default_factory=list)
