@@ -255,7 +255,7 @@ class CassandraScanReader(DataSourceReader):
         from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
         from cassandra.query import SimpleStatement
 
-        from mqforensics.cql_arrow import BatchMaker, paged_rows, selector
+        from mqforensics.cql_arrow import BatchMaker, pages, selector
 
         reads = [selector(_quote(n), t) for n, t in self.columns]
         read_types = [(n, t) for (n, _), (_, t) in zip(self.columns, reads, strict=True)]
@@ -279,8 +279,8 @@ class CassandraScanReader(DataSourceReader):
                 consistency_level=getattr(ConsistencyLevel, level),
             )
             try:
-                yield from maker.batches(
-                    paged_rows(session, statement, (partition.lo, partition.hi))
+                yield from maker.page_batches(
+                    pages(session, statement, (partition.lo, partition.hi))
                 )
             except (OperationTimedOut, ReadTimeout, Unavailable) as exc:
                 raise ServerUnavailable(
@@ -331,10 +331,17 @@ def read_table(
     endpoint: CassandraEndpoint,
     keyspace: str,
     table: str,
+    schema: str | None = None,
     **options: str | int | None,
 ) -> DataFrame:
-    """The whole table `keyspace.table` as a DataFrame (see module docstring for options)."""
+    """The whole table `keyspace.table` as a DataFrame (see module docstring for options).
+
+    `schema` (DDL of the columns read, as the source would give them): for a caller that knows
+    the table, so Spark need not ask the source for it (a Cassandra session to open on the
+    driver); the column types are still read from Cassandra when the scan is planned."""
     reader = spark.read.format(CassandraScanSource.name())
+    if schema is not None:
+        reader = reader.schema(schema)
     for key, value in {**endpoint.to_options(), **options}.items():
         if value is not None:  # not given: the source's default
             reader = reader.option(key, str(value))

@@ -9,8 +9,9 @@ same values. Arrow types are Spark's own mapping of the `cql_types.spark_type` o
 
 `selector` asks Cassandra for ``uuid``/``timeuuid`` columns as text (``CAST(x AS text)``, the
 same canonical form as Python's ``str(UUID)``): the server formats them far faster than the
-driver builds a `uuid.UUID` per value for us to turn into a string. `paged_rows` hands out a
-paged query's rows while the driver already fetches the next page.
+driver builds a `uuid.UUID` per value for us to turn into a string. `pages` hands out a paged
+query's pages while the driver already fetches the next one, and `BatchMaker.page_batches` turns
+whole pages into columns.
 """
 
 from __future__ import annotations
@@ -132,6 +133,26 @@ class BatchMaker:
         arrays += [pa.array([value] * count, type=pa.string()) for _, value in self.constants]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
+    def page_batches(
+        self, pages: Iterable[Sequence[Sequence[Any]]], size: int = BATCH_ROWS
+    ) -> Iterator[Any]:
+        """Record batches of the rows of `pages`, whole pages gathered column by column until
+        at least `size` rows (no Python object per row besides the driver's); none for none."""
+        width = len(self.types)
+        pending: list[list[Any]] = [[] for _ in range(width)]
+        held = 0
+        for page in pages:
+            if not page:
+                continue
+            for target, values in zip(pending, zip(*page, strict=True), strict=True):
+                target.extend(values)
+            held += len(page)
+            if held >= size:
+                yield self.columns_batch(pending)
+                pending, held = [[] for _ in range(width)], 0
+        if held:
+            yield self.columns_batch(pending)
+
     def batches(self, rows: Iterable[Sequence[Any]], size: int = BATCH_ROWS) -> Iterator[Any]:
         """Record batches of at most `size` rows; none for no rows."""
         pending: list[Sequence[Any]] = []
@@ -144,9 +165,9 @@ class BatchMaker:
             yield self.batch(pending)
 
 
-def paged_rows(session: Any, statement: Any, parameters: Any = None) -> Iterator[Sequence[Any]]:
-    """The rows of a paged query; the next page is requested before the current one is handed
-    out, so Cassandra reads it while the caller converts this one."""
+def pages(session: Any, statement: Any, parameters: Any = None) -> Iterator[Sequence[Any]]:
+    """The pages (lists of rows) of a paged query; the next page is requested before the
+    current one is handed out, so Cassandra reads it while the caller converts this one."""
     future = session.execute_async(statement, parameters)
     result = future.result()
     while True:
@@ -154,7 +175,7 @@ def paged_rows(session: Any, statement: Any, parameters: Any = None) -> Iterator
         more = future.has_more_pages
         if more:
             future.start_fetching_next_page()
-        yield from rows
+        yield rows
         if not more:
             return
         result = future.result()

@@ -102,6 +102,22 @@ def test_batch_sizes_and_no_batch_for_no_rows():
     assert maker.batch([]).num_rows == 0
 
 
+def test_pages_become_the_batches_of_their_rows():
+    """Whole pages gathered column by column: the same values as the row path, empty pages
+    skipped, a batch cut after the page that reaches the size."""
+    rows = [driver_row(n) for n in range(7)] + [null_row()]
+    maker = BatchMaker(COLUMNS, UDTS, constants=[("table_version", "v4")])
+    pages = [rows[:3], [], rows[3:5], rows[5:]]
+    batches = list(maker.page_batches(pages, size=4))
+    assert [b.num_rows for b in batches] == [5, 3]
+    (whole,) = list(maker.batches(rows))
+    assert [b.to_pylist() for b in batches] == [
+        whole.slice(0, 5).to_pylist(),
+        whole.slice(5).to_pylist(),
+    ]
+    assert list(maker.page_batches([[], []])) == []
+
+
 def test_a_row_of_the_wrong_width_is_refused():
     maker = BatchMaker([("i", "int"), ("t", "text")])
     with pytest.raises(ValueError):

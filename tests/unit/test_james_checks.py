@@ -111,7 +111,18 @@ def by_check(frame):
     return result
 
 
-def test_every_planted_row_gives_exactly_its_findings(planted):
+@pytest.fixture(params=["broadcast", "shuffled"])
+def live_keys_sent(request, monkeypatch):
+    """Both ways the audit meets view rows with the live keys: sent to every task (one pass,
+    the marked rows singled out by the rollup) or shuffled (a marking pass of their own)."""
+    from mqforensics.systems.james import checks
+
+    if request.param == "shuffled":
+        monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
+    return request.param
+
+
+def test_every_planted_row_gives_exactly_its_findings(planted, live_keys_sent):
     state, ids = planted
     found = by_check(run_checks(state))
     subjects = {check: sorted(rows) for check, rows in found.items()}
@@ -154,7 +165,7 @@ def test_every_planted_row_gives_exactly_its_findings(planted):
     assert json.loads(orphan.detail)["deletable"] is False  # reference set not known complete
 
 
-def test_unreclaimed_slice_counts_exact_bytes_and_addresses(planted):
+def test_unreclaimed_slice_counts_exact_bytes_and_addresses(planted, live_keys_sent):
     state, ids = planted
     found = by_check(run_checks(state, only=["unreclaimed_slice"]))
     detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
@@ -269,3 +280,25 @@ def test_classify_marks_consumed_rows_of_a_view_made_of_several_frames(spark, pl
     consumed = {r.enqueueid for r in classified if r.consumed}
     assert consumed == {r.enqueueid for r in state.deleted.collect()}
     assert len(classified) == len(rows) and ids["stuck"] not in consumed
+
+
+def test_the_rollup_adds_up_to_every_partition_and_every_hour(spark, planted):
+    """The one pass over the wide columns: its groups add up to each partition's rows and
+    bytes (unreclaimed_slice) and to each queue's mails per hour of enqueue (config_advice)."""
+    from pyspark.sql import functions as F
+
+    from mqforensics.systems.james import checks
+
+    state, _ = planted
+    rollup = checks.partition_rollup(state)
+    totals = rollup.groupBy(*checks.PARTITION).agg(F.sum("rows"), F.sum("metadata_bytes"))
+    expected = state.entries.groupBy(*checks.PARTITION).agg(
+        F.count(F.lit(1)), F.sum(checks.metadata_bytes())
+    )
+    assert sorted(map(tuple, totals.collect())) == sorted(map(tuple, expected.collect()))
+    hourly = rollup.groupBy("queuename", "hour").agg(F.sum("rows"))
+    counted = state.entries.groupBy(
+        "queuename", F.date_trunc("hour", "enqueuedtime").alias("hour")
+    ).count()
+    assert sorted(map(tuple, hourly.collect())) == sorted(map(tuple, counted.collect()))
+    assert len(totals.collect()) > 1 and len(hourly.collect()) > 1

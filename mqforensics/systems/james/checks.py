@@ -62,7 +62,9 @@ class Context:
     # Every view row, narrowed to what the checks read: lazy, read again by each check that
     # looks at every row (a Parquet snapshot is rescanned, a live read is cached by the state).
     rows: DataFrame = field(init=False)
-    # The view rows a check reports one by one (`marked_rows`): computed in one pass and kept.
+    # Rows and metadata bytes per partition and hour of enqueue (`partition_rollup`): kept.
+    rollup: DataFrame = field(init=False)
+    # The view rows a check reports one by one, with their `FLAGS`: kept.
     marked: DataFrame = field(init=False)
     # The live rows (no marker in deletedmailsv2), with their queue's browse and content starts.
     live: DataFrame = field(init=False)
@@ -74,7 +76,12 @@ class Context:
                 "slice window and bucket count"
             )
         self.rows = self.state.entries.select(*_AUDIT_COLUMNS)
-        self.marked = self.state.keep(marked_rows(self.state, self.history))
+        keep = self.state.keep
+        live_keys = keep(_live_keys(self.state))
+        if _at_most(live_keys, BROADCAST_ROWS):
+            live_keys = F.broadcast(live_keys)
+        self.marked = keep(marked_rows(self.state, self.history, live_keys))
+        self.rollup = keep(partition_rollup(self.state))
         self.live = _with_starts(
             self.state, self.marked.where(F.col("live")).select(*_AUDIT_COLUMNS)
         )
@@ -124,22 +131,27 @@ PARTITION = ["queuename", "timerangestart", "bucketid"]
 BROADCAST_ROWS = 1_000_000
 
 
-def marked_rows(state: JamesState, history: list[ConfigEvent]) -> DataFrame:
-    """The view rows some check reports one by one (`_AUDIT_COLUMNS`), flagged `live` (no
-    deletedmailsv2 marker: what `classify` calls not `consumed`), `wrong_bucket` and
-    `wrong_slice`: one pass over the view, whose output is small.
+FLAGS = ("live", "wrong_bucket", "wrong_slice")
 
-    Only the keys of the view rows are shuffled against the markers' (the anti join's output, a
-    queue's live mails, is small); the view is then read once, each row's key looked up among
-    the live keys, sent to every task when few enough, so the view rows are never shuffled."""
+
+def _live_keys(state: JamesState) -> DataFrame:
+    """The distinct keys (``live_queuename``, ``live_enqueueid``) of the view rows without a
+    deletedmailsv2 marker, with ``live`` true: only the keys of the view rows are shuffled
+    against the markers', and the output (a queue's live mails) is small."""
     keys = state.entries.select(*_KEY).join(state.deleted.select(*_KEY), _KEY, "left_anti")
     # Distinct: one view row must meet at most one live key (the same key in two partitions
     # is two live rows).
-    live = state.keep(keys.distinct()).select(
+    return keys.distinct().select(
         *[F.col(k).alias(f"live_{k}") for k in _KEY], F.lit(True).alias("live")
     )
-    if _at_most(live, BROADCAST_ROWS):
-        live = F.broadcast(live)
+
+
+def marked_rows(state: JamesState, history: list[ConfigEvent], live: DataFrame) -> DataFrame:
+    """The view rows some check reports one by one (`_AUDIT_COLUMNS`), with `FLAGS`: ``live``
+    (its key is among the `_live_keys` `live`: what `classify` calls not ``consumed``),
+    ``wrong_bucket`` and ``wrong_slice``; only rows with some flag set. The view is read once,
+    each row's key looked up among the live keys (sent to every task when few enough, so the
+    view rows are never shuffled)."""
     # Null-safe: a row with a null key part has no marker, and is live.
     same_key = functools.reduce(
         operator.and_, [F.col(k).eqNullSafe(F.col(f"live_{k}")) for k in _KEY]
@@ -155,6 +167,16 @@ def marked_rows(state: JamesState, history: list[ConfigEvent]) -> DataFrame:
         .select(*_AUDIT_COLUMNS, *[flag.alias(name) for name, flag in flags.items()])
     )
     return rows.where(F.col("live") | F.col("wrong_bucket") | F.col("wrong_slice"))
+
+
+def partition_rollup(state: JamesState) -> DataFrame:
+    """Every partition's ``rows`` and ``metadata_bytes`` per ``hour`` of enqueue, in one pass
+    over the view: its wide columns are read once, and both the partitions' sizes and the
+    queues' hourly peaks add these up."""
+    hour = F.date_trunc("hour", "enqueuedtime").alias("hour")
+    return state.entries.groupBy(*PARTITION, hour).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum(metadata_bytes()).alias("metadata_bytes")
+    )
 
 
 def _at_most(frame: DataFrame, limit: int) -> bool:
@@ -249,10 +271,10 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
     partition = PARTITION
-    # The bytes of every partition are summed in the same pass as its rows are counted: the
-    # wide columns they are computed from would be read whole even for a few partitions.
-    counts = ctx.state.entries.groupBy(*partition).agg(
-        F.count(F.lit(1)).alias("rows"), F.sum(metadata_bytes()).alias("metadata_bytes")
+    # Rows and bytes of every partition from the rollup (the wide columns the bytes are
+    # computed from would be read whole even for a few partitions).
+    counts = ctx.rollup.groupBy(*partition).agg(
+        F.sum("rows").alias("rows"), F.sum("metadata_bytes").alias("metadata_bytes")
     )
     live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
     per_partition = _with_starts(
@@ -602,8 +624,8 @@ def config_advice(ctx: Context) -> DataFrame:
     """Settings that fit the observed traffic: slices of about 10,000 mails (ADR 31), and a
     browse-start update about once per slice (rabbitmq.properties guidance)."""
     peaks = (
-        ctx.rows.groupBy("queuename", F.date_trunc("hour", "enqueuedtime").alias("hour"))
-        .count()
+        ctx.rollup.groupBy("queuename", "hour")
+        .agg(F.sum("rows").alias("count"))
         .groupBy("queuename")
         .agg(F.max("count").alias("peak"))
         .collect()

@@ -307,7 +307,7 @@ def read_live(
         f"{keyspace}.eventstore",
     )
     deleted = read_table(
-        spark, endpoint, keyspace, schema.DELETED_TABLE,
+        spark, endpoint, keyspace, schema.DELETED_TABLE, schema.DELETED,
         splits=options.splits, consistency=options.consistency, columns="queuename,enqueueid",
         page_size=MARKER_PAGE_ROWS,
     )  # fmt: skip
