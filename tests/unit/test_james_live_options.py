@@ -1,4 +1,4 @@
-"""The `mqf_james_enqueued` source's options: bad values are ConfigErrors naming the option."""
+"""Data source options of the James readers: bad values are ConfigErrors naming the option."""
 
 import json
 
@@ -24,3 +24,14 @@ def test_partitions_are_chunked_by_the_chunk_option():
 def test_a_bad_count_option_is_a_config_error(option, bad):
     with pytest.raises(ConfigError, match=f"option '{option}' must be a positive integer"):
         JamesEnqueuedReader(options(**{option: bad})).partitions()
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "64MiB"])
+def test_a_bad_csv_chunk_size_is_a_config_error(tmp_path, bad):
+    from mqforensics.systems.james.snapshot import CqlshCsvSource
+
+    export = tmp_path / "deletedmailsv2.csv"
+    export.write_text("spool,8a1f0e3c-6b1d-4a57-9c2e-1f0d4b7a9e10\n")
+    source = CqlshCsvSource({"path": str(export), "table": "deletedmailsv2", "chunk_bytes": bad})
+    with pytest.raises(ConfigError, match="option 'chunk_bytes' must be a positive integer"):
+        source.reader(None)

@@ -453,9 +453,12 @@ class CqlshCsvSource(DataSource):
         header = json.loads(self.options.get("header") or "null") or [
             n for n, _ in TABLE_COLUMNS[table]
         ]
-        return CqlshCsvReader(
-            path, table, header, int(self.options.get("chunk_bytes", str(CHUNK_BYTES)))
+        from mqforensics.cassandra_scan import positive_count
+
+        chunk_bytes = positive_count(
+            self.options.get("chunk_bytes", str(CHUNK_BYTES)), "chunk_bytes"
         )
+        return CqlshCsvReader(path, table, header, chunk_bytes)
 
 
 class CqlshCsvReader(DataSourceReader):
