@@ -86,6 +86,12 @@ class Context:
             self.state, self.marked.where(F.col("live")).select(*_AUDIT_COLUMNS)
         )
 
+    @functools.cached_property
+    def few_blobs(self) -> bool:
+        """Whether the blob listing is small enough to send to every task."""
+        blobs = self.state.blobs
+        return blobs is not None and _at_most(blobs, BROADCAST_ROWS)
+
     @property
     def window(self) -> int:
         return self.history[-1].window
@@ -125,6 +131,7 @@ _AUDIT_COLUMNS = (
     *("headerblobid", "bodyblobid"),
 )
 _KEY = ["queuename", "enqueueid"]
+_BLOB_IDS = ("headerblobid", "bodyblobid")
 PARTITION = ["queuename", "timerangestart", "bucketid"]
 # Keys (live mails, listed blobs) up to this many are sent to every task rather than shuffled
 # against the view: tens of megabytes at most.
@@ -292,33 +299,37 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
     # Addresses and blobs are counted for the rows of flagged partitions only (the view read
-    # again, filtered by the flagged partitions sent to every task).
+    # again, filtered by the flagged partitions sent to every task), in one pass: each row's
+    # addresses and blob ids, made distinct per partition, then counted and summed.
     flagged_rows = ctx.state.entries.join(
         F.broadcast(flagged.select(*partition)), partition, "left_semi"
     )
-    addresses = (
-        flagged_rows.select(*partition, F.explode(_addresses()).alias("a"))
-        .groupBy(*partition)
-        .agg(F.countDistinct("a").alias("addresses"))
+    addresses = F.transform(
+        _addresses(), lambda a: F.struct(F.lit("address").alias("kind"), a.alias("value"))
     )
-    flagged = flagged.join(addresses, partition, "left")
+    blob_ids = F.array(
+        *[F.struct(F.lit("blob").alias("kind"), F.col(c).alias("value")) for c in _BLOB_IDS]
+    )
+    items = (
+        flagged_rows.select(*partition, F.inline(F.concat(addresses, blob_ids)))
+        .where(F.col("value").isNotNull())
+        .distinct()
+    )
     sizes = _blob_sizes(ctx)
-    if sizes is None:
-        flagged = flagged.withColumn("blob_bytes", F.lit(None).cast("long"))
-    else:
-        keys = flagged_rows.select(
-            *partition, F.explode(F.array("headerblobid", "bodyblobid")).alias("key")
-        )
-        # Sizes joined before the distinct: references to blobs already gone drop out first.
-        blob_bytes = (
-            keys.join(sizes, "key")
-            .distinct()
-            .groupBy(*partition)
-            .agg(F.sum("blob_size").alias("blob_bytes"))
-        )
-        flagged = flagged.join(blob_bytes, partition, "left").withColumn(
-            "blob_bytes", F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
-        )
+    if sizes is not None:
+        # Blobs already gone have no size: they count for nothing.
+        is_blob = (F.col("kind") == "blob") & (F.col("value") == F.col("key"))
+        items = items.join(F.broadcast(sizes) if ctx.few_blobs else sizes, is_blob, "left")
+    counted = items.groupBy(*partition).agg(
+        F.count_if(F.col("kind") == "address").alias("addresses"),
+        F.sum("blob_size" if sizes is not None else F.lit(0)).alias("blob_bytes"),
+    )
+    flagged = flagged.join(counted, partition, "left").withColumn(
+        "blob_bytes",
+        F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
+        if sizes is not None
+        else F.lit(None).cast("long"),
+    )
     detail = F.struct(
         "reason",
         "rows",
@@ -441,7 +452,7 @@ def _referenced_keys(ctx: Context) -> DataFrame:
     """Every blob key the queue references (not distinct)."""
     if ctx.state.blob_references is not None:
         return ctx.state.blob_references.select("key").where(F.col("key").isNotNull())
-    return ctx.rows.select(F.explode(F.array("headerblobid", "bodyblobid")).alias("key")).where(
+    return ctx.rows.select(F.explode(F.array(*_BLOB_IDS)).alias("key")).where(
         F.col("key").isNotNull()
     )
 
@@ -456,14 +467,17 @@ def orphaned_blob(ctx: Context) -> DataFrame:
     cutoff = F.lit(ctx.as_of - ctx.options.blob_grace).cast("timestamp")
     complete = ctx.options.references_complete
     candidates = blobs.where(F.col("last_modified") < cutoff)
-    # The references that name a listed blob (the listing sent to every task when small enough,
-    # so the references, two per view row, are not shuffled), then the listed blobs none of
-    # them names.
-    listed = candidates.select("key").distinct()
-    if _at_most(candidates, BROADCAST_ROWS):
-        listed = F.broadcast(listed)
-    referenced = _referenced_keys(ctx).join(listed, "key", "left_semi")
-    orphans = candidates.join(referenced.distinct(), "key", "left_anti")
+    # The listed keys no kept row names (a kept row, live or misplaced, is a reference): a
+    # live mail's blobs, most of a listing, drop out here, against a few kept rows. Only the
+    # rest is looked up among every reference (sent to every task when few enough, so the
+    # references, two per view row, are not shuffled), and those none names are orphans.
+    named = ctx.marked.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
+    unnamed = ctx.state.keep(candidates.select("key").distinct().join(named, "key", "left_anti"))
+    if _at_most(unnamed, BROADCAST_ROWS):
+        unnamed = F.broadcast(unnamed)
+    referenced = _referenced_keys(ctx).join(unnamed, "key", "left_semi")
+    orphans = candidates.join(unnamed.join(referenced.distinct(), "key", "left_anti"), "key",
+                              "left_semi")  # fmt: skip
     detail = F.struct(
         "bucket",
         "id_kind",
@@ -491,6 +505,8 @@ def dangling_blob_ref(ctx: Context) -> DataFrame:
     if blobs is None:
         return findings.empty(ctx.state.entries.sparkSession)
     keys = blobs.select(F.col("key").alias("k")).distinct()
+    if ctx.few_blobs:
+        keys = F.broadcast(keys)
     live = ctx.live
     with_presence = (
         live.join(keys.withColumnRenamed("k", "headerblobid").withColumn("h", F.lit(True)),
