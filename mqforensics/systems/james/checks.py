@@ -267,13 +267,6 @@ def _finding(
     )
 
 
-def _blob_sizes(ctx: Context) -> DataFrame | None:
-    blobs = ctx.state.blobs
-    if blobs is None:
-        return None
-    return blobs.groupBy("key").agg(F.max("size").alias("blob_size"))
-
-
 def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
@@ -310,24 +303,26 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     blob_ids = F.array(
         *[F.struct(F.lit("blob").alias("kind"), F.col(c).alias("value")) for c in _BLOB_IDS]
     )
-    items = (
-        flagged_rows.select(*partition, F.inline(F.concat(addresses, blob_ids)))
-        .where(F.col("value").isNotNull())
-        .distinct()
+    items = flagged_rows.select(*partition, F.inline(F.concat(addresses, blob_ids))).where(
+        F.col("value").isNotNull()
     )
-    sizes = _blob_sizes(ctx)
-    if sizes is not None:
-        # Blobs already gone have no size: they count for nothing.
+    blobs = ctx.state.blobs
+    if blobs is not None:
+        # A listed blob's size (the largest, should a key be listed twice); blobs already gone
+        # have none and count for nothing.
+        sizes = blobs.select("key", F.col("size").alias("blob_size"))
         is_blob = (F.col("kind") == "blob") & (F.col("value") == F.col("key"))
         items = items.join(F.broadcast(sizes) if ctx.few_blobs else sizes, is_blob, "left")
-    counted = items.groupBy(*partition).agg(
+    size = F.max("blob_size" if blobs is not None else F.lit(0))
+    distinct = items.groupBy(*partition, "kind", "value").agg(size.alias("blob_size"))
+    counted = distinct.groupBy(*partition).agg(
         F.count_if(F.col("kind") == "address").alias("addresses"),
-        F.sum("blob_size" if sizes is not None else F.lit(0)).alias("blob_bytes"),
+        F.sum("blob_size").alias("blob_bytes"),
     )
     flagged = flagged.join(counted, partition, "left").withColumn(
         "blob_bytes",
         F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
-        if sizes is not None
+        if blobs is not None
         else F.lit(None).cast("long"),
     )
     detail = F.struct(
@@ -504,23 +499,16 @@ def dangling_blob_ref(ctx: Context) -> DataFrame:
     blobs = ctx.state.blobs
     if blobs is None:
         return findings.empty(ctx.state.entries.sparkSession)
-    keys = blobs.select(F.col("key").alias("k")).distinct()
+    keys = blobs.select("key")
     if ctx.few_blobs:
         keys = F.broadcast(keys)
-    live = ctx.live
-    with_presence = (
-        live.join(keys.withColumnRenamed("k", "headerblobid").withColumn("h", F.lit(True)),
-                  "headerblobid", "left")
-        .join(keys.withColumnRenamed("k", "bodyblobid").withColumn("b", F.lit(True)),
-              "bodyblobid", "left")
-    )  # fmt: skip
-    missing = F.array_compact(
-        F.array(
-            F.when(F.col("h").isNull(), F.col("headerblobid")),
-            F.when(F.col("b").isNull(), F.col("bodyblobid")),
-        )
+    # Each live row's blob ids (header first), those the listing lacks, gathered per row.
+    row = ["queuename", "timerangestart", "bucketid", "enqueueid", "name"]
+    ids = ctx.live.select(*row, F.posexplode(F.array(*_BLOB_IDS)).alias("position", "key"))
+    gone = ids.where(F.col("key").isNotNull()).join(keys, "key", "left_anti")
+    dangling = gone.groupBy(*row).agg(
+        F.array_sort(F.collect_list(F.struct("position", "key")))["key"].alias("missing")
     )
-    dangling = with_presence.withColumn("missing", missing).where(F.size("missing") > 0)
     return _finding(
         dangling,
         "dangling_blob_ref",
