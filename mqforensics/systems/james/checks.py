@@ -463,12 +463,13 @@ def orphaned_blob(ctx: Context) -> DataFrame:
     complete = ctx.options.references_complete
     candidates = blobs.where(F.col("last_modified") < cutoff)
     # The listed keys no kept row names (a kept row, live or misplaced, is a reference): a
-    # live mail's blobs, most of a listing, drop out here, against a few kept rows. Only the
-    # rest is looked up among every reference (sent to every task when few enough, so the
-    # references, two per view row, are not shuffled), and those none names are orphans.
+    # live mail's blobs, most of a listing, drop out here, against a few kept rows; kept, as
+    # both joins below read them. Only these are looked up among every reference (sent to
+    # every task when the listing is small, so the references, two per view row, are not
+    # shuffled), and those none names are orphans.
     named = ctx.marked.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
     unnamed = ctx.state.keep(candidates.select("key").distinct().join(named, "key", "left_anti"))
-    if _at_most(unnamed, BROADCAST_ROWS):
+    if ctx.few_blobs:
         unnamed = F.broadcast(unnamed)
     referenced = _referenced_keys(ctx).join(unnamed, "key", "left_semi")
     orphans = candidates.join(unnamed.join(referenced.distinct(), "key", "left_anti"), "key",
