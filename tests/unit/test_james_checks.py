@@ -37,11 +37,13 @@ class Builder:
         missing_body=False,
         sender="alice@example.org",
         recipients=("bob@example.com",),
+        header=None,
+        body=None,
     ):
         self.counter += 1
         ident = str(uuid.UUID(int=self.counter))
         name = f"Mail{1_700_000_000_000 + self.counter}-abcdefghijklmnopqrst"
-        header, body = f"h-{ident}", f"b-{ident}"
+        header, body = header or f"h-{ident}", body or f"b-{ident}"
         self.entries.append((
             queue, trs, bucket_id(name, 1) if bucket is None else bucket, ident, enqueued, name,
             "root", header, body, {"k": b"v"}, None, sender, list(recipients), "host", "10.0.0.1",
@@ -182,6 +184,40 @@ def test_unreclaimed_slice_counts_exact_bytes_and_addresses(planted, live_keys_s
     assert detail["addresses"] == 2
     assert detail["rows"] == 1 and detail["live_rows"] == 0
     assert detail["blob_bytes"] == 0  # its blobs were deleted at dequeue (passthrough)
+
+
+def test_shared_and_gone_blobs_are_counted_once_and_never_called_orphans(spark, live_keys_sent):
+    b = Builder()
+    # A never-cleaned partition of two consumed mails sharing a header blob listed twice (the
+    # larger size counts), one body listed, the other gone.
+    b.mail("spool", at(21, 6), at(21, 6, 1), consumed=True, blobs=False, header="shared",
+           body="body-1")  # fmt: skip
+    b.mail("spool", at(21, 6), at(21, 6, 2), consumed=True, blobs=False, header="shared",
+           body="body-2", sender="carol@example.net")  # fmt: skip
+    b.blob("shared", 10, at(1, 0))
+    b.blob("shared", 30, at(1, 0))
+    b.blob("body-1", 100, at(1, 0))
+    # A consumed mail after browseStart (no row of it is kept) whose blobs are still listed:
+    # referenced, so not orphans.
+    b.mail("spool", at(21, 10), at(21, 10, 1), consumed=True, header="kept-h", body="kept-b")
+    # A live mail whose two blobs are gone: both missing, header first.
+    gone = b.mail("spool", at(21, 11), at(21, 11, 1), blobs=False)
+    b.blob("lonely", 5, at(1, 0))
+    state = b.state(spark, browse={"spool": at(21, 10)}, content={}, history=HISTORY)
+    checks = ["unreclaimed_slice", "orphaned_blob", "dangling_blob_ref"]
+    found = by_check(run_checks(state, only=checks))
+    assert {c: sorted(rows) for c, rows in found.items()} == {
+        "unreclaimed_slice": ["spool/2026-11-21T06:00:00Z/0"],
+        "orphaned_blob": ["lonely"],
+        "dangling_blob_ref": [gone],
+    }
+    detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
+    assert (detail["reason"], detail["rows"], detail["live_rows"]) == ("never_cleaned", 2, 0)
+    assert detail["blob_bytes"] == 30 + 100
+    assert detail["addresses"] == 3  # alice, carol, bob
+    assert found["orphaned_blob"]["lonely"].bytes == 5
+    missing = json.loads(found["dangling_blob_ref"][gone].detail)["missing"]
+    assert missing == [f"h-{gone}", f"b-{gone}"]
 
 
 def test_complete_references_make_passthrough_orphans_deletable(planted):

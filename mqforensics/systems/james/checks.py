@@ -59,8 +59,8 @@ class Context:
     state: JamesState
     options: AuditOptions
     history: list[ConfigEvent]
-    # Every view row, narrowed to what the checks read: lazy, read again by each check that
-    # looks at every row (a Parquet snapshot is rescanned, a live read is cached by the state).
+    # Every view row, narrowed to what the checks read: lazy, read again when a check looks at
+    # every row (the orphan check's references, when no separate reference scan was read).
     rows: DataFrame = field(init=False)
     # Rows and metadata bytes per partition and hour of enqueue (`partition_rollup`): kept.
     rollup: DataFrame = field(init=False)

@@ -326,7 +326,7 @@ def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
         raise InputError(f"{name}: cannot be read as Parquet ({_first_line(exc)})") from None
     expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
     _check_columns(name, [f.name for f in found.fields], expected, "columns")
-    canonical = _schema(spark, _CANONICAL[table_file.table])
+    canonical = _schema(_CANONICAL[table_file.table])
     actual = {f.name.lower(): f for f in found.fields}
     columns = []
     for field in canonical.fields:
@@ -340,7 +340,7 @@ def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
     return frame.select(*columns)
 
 
-def _schema(spark: SparkSession, ddl: str) -> Any:
+def _schema(ddl: str) -> Any:
     from pyspark.sql.types import DataType
 
     # Parsed without building a frame (classic and Connect sessions alike).
