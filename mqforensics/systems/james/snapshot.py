@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,21 +113,25 @@ def read_snapshot(
     spark.dataSource.register(CqlshCsvSource)
 
     notes = [f"{f.table} from {f.path.name}" for f in files.values() if f is not None]
-    frames: dict[str, DataFrame] = {}
-    for key in ("enqueued", DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE):
-        found = files[key]
-        assert found is not None
-        frames[key] = _read_table(spark, found)
     content = files[CONTENT_START_TABLE]
     if content is None:
         notes.append("no contentstart table (James before 3.7): content_start is empty")
+    # Each table read in a thread of its own: reading a file's schema, and the queues' starts
+    # (one row per queue, read now and held in the plan: the checks join them with the view
+    # about twenty times), are small Spark jobs and driver work that overlap.
+    held = {BROWSE_START_TABLE: BROWSE_START, CONTENT_START_TABLE: CONTENT_START}
+
+    def read(found: TableFile) -> DataFrame:
+        frame = _read_table(spark, found)
+        return _held(spark, frame, held[found.table]) if found.table in held else frame
+
+    order = ("enqueued", DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE, CONTENT_START_TABLE)
+    tables = [f for f in (files[key] for key in order) if f is not None]
+    with ThreadPoolExecutor(max_workers=len(tables)) as pool:
+        frames = dict(zip([f.table for f in tables], pool.map(read, tables), strict=True))
+    frames["enqueued"] = frames[enqueued.table]
+    if content is None:
         frames[CONTENT_START_TABLE] = local_frame(spark, [], CONTENT_START)
-    else:
-        frames[CONTENT_START_TABLE] = _read_table(spark, content)
-    # One row per queue: read now and held in the plan, so the checks that join them with the
-    # view schedule no scan of these files (an audit joins them about twenty times).
-    for table, ddl in ((BROWSE_START_TABLE, BROWSE_START), (CONTENT_START_TABLE, CONTENT_START)):
-        frames[table] = _held(spark, frames[table], ddl)
 
     from pyspark.sql import functions as F
 
