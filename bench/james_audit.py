@@ -120,25 +120,36 @@ def _compared(out: Path, with_bytes: set[str]) -> list[tuple]:
 
 
 def run(
-    entries: int, workdir: Path, *, with_pandas: bool = True, cache: Path | None = None
+    entries: int,
+    workdir: Path,
+    *,
+    with_pandas: bool = True,
+    cache: Path | None = None,
+    repeats: int = 1,
 ) -> list[measure.Measurement]:
-    """Generate (or reuse) the snapshot and measure ours, the bare scan and pandas."""
+    """Generate (or reuse) the snapshot and measure ours, the bare scan and pandas. Ours and
+    the scan run `repeats` times each, one after the other (so a machine busier for a while
+    slows both alike), and their medians are kept."""
     directory = snapshot(entries, cache)
     size = f"{entries:,} entries"
     spark_env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {DRIVER_MEMORY} pyspark-shell"}
     ours_out, pandas_out = workdir / "ours", workdir / "pandas"
     module = ["-m", "bench.james_audit", "measure"]
-    results = [
-        measure.run_subject(
-            "james_audit", "mqforensics audit james", "ours", size,
-            [*module, "ours", "--snapshot", str(directory), "--out", str(ours_out)],
-            env=spark_env,
-        ),
-        measure.run_subject(
-            "james_audit", "bare Spark scan (noop write)", "baseline", size,
-            [*module, "scan", "--snapshot", str(directory)], env=spark_env,
-        ),
+    subjects = [
+        ("mqforensics audit james", "ours",
+         [*module, "ours", "--snapshot", str(directory), "--out", str(ours_out)]),
+        ("bare Spark scan (noop write)", "baseline",
+         [*module, "scan", "--snapshot", str(directory)]),
     ]  # fmt: skip
+    ours_runs, scan_runs = [], []
+    for _ in range(repeats):
+        runs = [
+            measure.run_subject("james_audit", subject, role, size, argv, env=spark_env)
+            for subject, role, argv in subjects
+        ]
+        ours_runs.append(runs[0])
+        scan_runs.append(runs[1])
+    results = [measure.median_of(ours_runs), measure.median_of(scan_runs)]
     truth = json.loads((directory / "ground_truth.json").read_text())["findings"]
     ours = _compared(ours_out, {"unreclaimed_slice", "orphaned_blob"})
     expected = sorted((f["check"], f["subject"]) for f in truth)

@@ -84,6 +84,32 @@ class SubjectFailed(RuntimeError):
     pass
 
 
+def median_of(runs: list[Measurement]) -> Measurement:
+    """One measurement of repeated runs of a subject: the median seconds (each run's in
+    ``output["seconds_each"]``), the highest peaks, the first run's other output."""
+    if not runs:
+        raise ValueError("no runs to summarise")
+    seconds = sorted(r.seconds for r in runs)
+    middle = len(seconds) // 2
+    median = seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2
+    jvm = [r.jvm_peak_rss for r in runs if r.jvm_peak_rss is not None]
+    first = runs[0]
+    output = dict(first.output)
+    if len(runs) > 1:
+        output["seconds_each"] = [r.seconds for r in runs]
+    return Measurement(
+        benchmark=first.benchmark,
+        subject=first.subject,
+        role=first.role,
+        size=first.size,
+        seconds=round(median, 3),
+        python_peak_rss=max(r.python_peak_rss for r in runs),
+        jvm_peak_rss=max(jvm) if jvm else None,
+        output=output,
+        command=first.command,
+    )
+
+
 def run_subject(
     benchmark: str,
     subject: str,
