@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         listing = args.dataset / "blob_inventory.parquet"
         if listing.exists():
             state.blobs = read_blob_listing(spark, listing)
+            state.blobs_rereadable = True
         elif (args.dataset / "blobs").is_dir():
             state.blobs = read_james_blobs(spark, location=str(args.dataset / "blobs"))
         rows = write_findings(run_checks(state), args.out)

@@ -153,6 +153,7 @@ def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
         state.blobs = read_james_blobs(spark, location=str(args.blob_dir))
     elif args.blob_listing:
         state.blobs = read_blob_listing(spark, args.blob_listing)
+        state.blobs_rereadable = True
     return state
 
 

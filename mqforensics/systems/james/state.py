@@ -39,15 +39,20 @@ class JamesState:
     # them again costs less than caching them (bench/: caching 1M wide view rows took longer
     # than reading every table of the snapshot), so `persist` leaves them alone.
     rereadable: bool = False
+    # The same for `blobs`, which an audit may read from elsewhere than the snapshot: a saved
+    # Parquet listing is rereadable, a listing of the bucket (S3, an inventory, a directory)
+    # is not, and is kept, so that every check sees one listing and the bucket is listed once.
+    blobs_rereadable: bool = False
     # Frames computed from this state by `keep` (an audit's classified rows).
     derived: list[DataFrame] = field(default_factory=list)
 
     def persist(self) -> JamesState:
         """Keep the frames once read: every check reads them again, and a live source would
         otherwise be queried (thousands of Cassandra partitions) once per check."""
-        if self.rereadable:
-            return self
-        for frame in self._all_frames():
+        frames = [] if self.rereadable else self._all_frames()
+        if self.rereadable and self.blobs is not None and not self.blobs_rereadable:
+            frames.append(self.blobs)
+        for frame in frames:
             _persist(frame)
         return self
 
