@@ -64,7 +64,12 @@ class Context:
     rows: DataFrame = field(init=False)
     # Rows and metadata bytes per partition and hour of enqueue (`partition_rollup`): kept.
     rollup: DataFrame = field(init=False)
-    # The view rows a check reports one by one, with their `FLAGS`: kept.
+    # Whether `marked` holds every row of a partition before its queue's browse or content
+    # start (the only partitions `unreclaimed_slice` flags), with its addresses: when they are
+    # at most `KEPT_EARLY_ROWS`, so the view need not be read again for them.
+    early_kept: bool = field(init=False)
+    # The view rows some check reads one by one, with their `FLAGS` and their queue's browse
+    # and content starts: kept.
     marked: DataFrame = field(init=False)
     # The live rows (no marker in deletedmailsv2), with their queue's browse and content starts.
     live: DataFrame = field(init=False)
@@ -77,14 +82,13 @@ class Context:
             )
         self.rows = self.state.entries.select(*_AUDIT_COLUMNS)
         keep = self.state.keep
+        self.rollup = keep(partition_rollup(self.state))
+        self.early_kept = _early_rows(self.state, self.rollup) <= KEPT_EARLY_ROWS
         live_keys = keep(_live_keys(self.state))
         if _at_most(live_keys, BROADCAST_ROWS):
             live_keys = F.broadcast(live_keys)
-        self.marked = keep(marked_rows(self.state, self.history, live_keys))
-        self.rollup = keep(partition_rollup(self.state))
-        self.live = _with_starts(
-            self.state, self.marked.where(F.col("live")).select(*_AUDIT_COLUMNS)
-        )
+        self.marked = keep(marked_rows(self.state, self.history, live_keys, self.early_kept))
+        self.live = self.marked.where(F.col("live")).select(*_AUDIT_COLUMNS, *_STARTS)
 
     @functools.cached_property
     def few_blobs(self) -> bool:
@@ -138,7 +142,12 @@ PARTITION = ["queuename", "timerangestart", "bucketid"]
 BROADCAST_ROWS = 1_000_000
 
 
-FLAGS = ("live", "wrong_bucket", "wrong_slice")
+FLAGS = ("live", "wrong_bucket", "wrong_slice", "early")
+_STARTS = ("browsestart", "contentstart")
+# Rows of partitions before their queue's browse or content start up to this many are kept
+# with their addresses (a healthy queue has a few slices there; a never-cleaned one has most of
+# its view there, and is read again instead).
+KEPT_EARLY_ROWS = 1_000_000
 
 
 def _live_keys(state: JamesState) -> DataFrame:
@@ -153,27 +162,49 @@ def _live_keys(state: JamesState) -> DataFrame:
     )
 
 
-def marked_rows(state: JamesState, history: list[ConfigEvent], live: DataFrame) -> DataFrame:
-    """The view rows some check reports one by one (`_AUDIT_COLUMNS`), with `FLAGS`: ``live``
-    (its key is among the `_live_keys` `live`: what `classify` calls not ``consumed``),
-    ``wrong_bucket`` and ``wrong_slice``; only rows with some flag set. The view is read once,
-    each row's key looked up among the live keys (sent to every task when few enough, so the
-    view rows are never shuffled)."""
+def _early() -> Column:
+    """A row's partition starts before its queue's browse start, or before its content start:
+    the partitions `unreclaimed_slice` may flag (null starts are skipped by `greatest`)."""
+    return F.col("timerangestart") < F.greatest(*[F.col(c) for c in _STARTS])
+
+
+def _early_rows(state: JamesState, rollup: DataFrame) -> int:
+    """How many view rows are in partitions `_early` (from the kept rollup: no view read)."""
+    early = _with_starts(state, rollup).where(_early())
+    return int(early.agg(F.sum("rows")).first()[0] or 0)
+
+
+def marked_rows(
+    state: JamesState,
+    history: list[ConfigEvent],
+    live: DataFrame,
+    early: bool = False,
+) -> DataFrame:
+    """The view rows some check reads one by one (`_AUDIT_COLUMNS` and their queue's starts),
+    with `FLAGS`: ``live`` (its key is among the `_live_keys` `live`: what `classify` calls not
+    ``consumed``), ``wrong_bucket``, ``wrong_slice``, ``early`` (in a partition `_early`, with
+    its ``sender`` and ``recipients``; only when `early`, else false); only rows with some flag
+    set. The view is read once, each row's key looked up among the live keys (sent to every task
+    when few enough, so the view rows are never shuffled)."""
     # Null-safe: a row with a null key part has no marker, and is live.
     same_key = functools.reduce(
         operator.and_, [F.col(k).eqNullSafe(F.col(f"live_{k}")) for k in _KEY]
     )
+    rows = _with_starts(state, state.entries).join(live, same_key, "left")
     flags = {
         "live": F.coalesce(F.col("live"), F.lit(False)),
         "wrong_bucket": F.coalesce(wrong_bucket(history), F.lit(False)),
         "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
+        "early": F.coalesce(_early(), F.lit(False)) if early else F.lit(False),
     }
-    rows = (
-        state.entries.select(*_AUDIT_COLUMNS)
-        .join(live, same_key, "left")
-        .select(*_AUDIT_COLUMNS, *[flag.alias(name) for name, flag in flags.items()])
-    )
-    return rows.where(F.col("live") | F.col("wrong_bucket") | F.col("wrong_slice"))
+    # Addresses only for the rows `unreclaimed_slice` may count them for.
+    addresses = [F.when(flags["early"], F.col(c)).alias(c) for c in ("sender", "recipients")]
+    return rows.select(
+        *_AUDIT_COLUMNS,
+        *_STARTS,
+        *[flag.alias(name) for name, flag in flags.items()],
+        *(addresses if early else []),
+    ).where(functools.reduce(operator.or_, [F.col(name) for name in flags]))
 
 
 def partition_rollup(state: JamesState) -> DataFrame:
@@ -291,12 +322,12 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
-    # Addresses and blobs are counted for the rows of flagged partitions only (the view read
-    # again, filtered by the flagged partitions sent to every task), in one pass: each row's
-    # addresses and blob ids, made distinct per partition, then counted and summed.
-    flagged_rows = ctx.state.entries.join(
-        F.broadcast(flagged.select(*partition)), partition, "left_semi"
-    )
+    # Addresses and blobs are counted for the rows of flagged partitions only (the kept early
+    # rows, or the view read again, filtered by the flagged partitions sent to every task), in
+    # one pass: each row's addresses and blob ids, made distinct per partition, then counted
+    # and summed.
+    rows = ctx.marked.where(F.col("early")) if ctx.early_kept else ctx.state.entries
+    flagged_rows = rows.join(F.broadcast(flagged.select(*partition)), partition, "left_semi")
     addresses = F.transform(
         _addresses(), lambda a: F.struct(F.lit("address").alias("kind"), a.alias("value"))
     )
