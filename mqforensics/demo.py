@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from mqforensics.blob_inventory import read_james_blobs
     from mqforensics.progress import spark_progress
     from mqforensics.spark import describe, session
-    from mqforensics.systems.james.audit import read_blob_listing, summarise, write_findings
+    from mqforensics.systems.james.audit import attach_blob_listing, summarise, write_findings
     from mqforensics.systems.james.checks import run_checks
     from mqforensics.systems.james.snapshot import read_snapshot
 
@@ -68,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
         state = read_snapshot(spark, args.dataset)
         listing = args.dataset / "blob_inventory.parquet"
         if listing.exists():
-            state.blobs = read_blob_listing(spark, listing)
-            state.blobs_rereadable = True
+            attach_blob_listing(spark, state, listing)
         elif (args.dataset / "blobs").is_dir():
             state.blobs = read_james_blobs(spark, location=str(args.dataset / "blobs"))
         rows = write_findings(run_checks(state), args.out)

@@ -152,9 +152,15 @@ def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
     elif args.blob_dir:
         state.blobs = read_james_blobs(spark, location=str(args.blob_dir))
     elif args.blob_listing:
-        state.blobs = read_blob_listing(spark, args.blob_listing)
-        state.blobs_rereadable = True
+        attach_blob_listing(spark, state, args.blob_listing)
     return state
+
+
+def attach_blob_listing(spark: SparkSession, state: JamesState, path: Path) -> None:
+    """Give `state` the listing saved at `path` (`read_blob_listing`), read again by each check
+    that needs it rather than kept (`JamesState.blobs_rereadable`)."""
+    state.blobs = read_blob_listing(spark, path)
+    state.blobs_rereadable = True
 
 
 def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:

@@ -96,6 +96,11 @@ class Context:
         blobs = self.state.blobs
         return blobs is not None and _at_most(blobs, BROADCAST_ROWS)
 
+    def sent_if_few_blobs(self, frame: DataFrame) -> DataFrame:
+        """`frame` (at most a row per listed blob) sent to every task when the listing is small
+        (`few_blobs`), so the frame it is joined with is not shuffled; as it is otherwise."""
+        return F.broadcast(frame) if self.few_blobs else frame
+
     @property
     def window(self) -> int:
         return self.history[-1].window
@@ -171,7 +176,8 @@ def _early() -> Column:
 def _early_rows(state: JamesState, rollup: DataFrame) -> int:
     """How many view rows are in partitions `_early` (from the kept rollup: no view read)."""
     early = _with_starts(state, rollup).where(_early())
-    return int(early.agg(F.sum("rows")).first()[0] or 0)
+    total = early.agg(F.sum("rows").alias("rows")).first()
+    return int(total["rows"] or 0) if total is not None else 0
 
 
 def marked_rows(
@@ -343,7 +349,7 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         # have none and count for nothing.
         sizes = blobs.select("key", F.col("size").alias("blob_size"))
         is_blob = (F.col("kind") == "blob") & (F.col("value") == F.col("key"))
-        items = items.join(F.broadcast(sizes) if ctx.few_blobs else sizes, is_blob, "left")
+        items = items.join(ctx.sent_if_few_blobs(sizes), is_blob, "left")
     size = F.max("blob_size" if blobs is not None else F.lit(0))
     distinct = items.groupBy(*partition, "kind", "value").agg(size.alias("blob_size"))
     counted = distinct.groupBy(*partition).agg(
@@ -500,8 +506,7 @@ def orphaned_blob(ctx: Context) -> DataFrame:
     # shuffled), and those none names are orphans.
     named = ctx.marked.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
     unnamed = ctx.state.keep(candidates.select("key").distinct().join(named, "key", "left_anti"))
-    if ctx.few_blobs:
-        unnamed = F.broadcast(unnamed)
+    unnamed = ctx.sent_if_few_blobs(unnamed)
     referenced = _referenced_keys(ctx).join(unnamed, "key", "left_semi")
     orphans = candidates.join(unnamed.join(referenced.distinct(), "key", "left_anti"), "key",
                               "left_semi")  # fmt: skip
@@ -531,9 +536,7 @@ def dangling_blob_ref(ctx: Context) -> DataFrame:
     blobs = ctx.state.blobs
     if blobs is None:
         return findings.empty(ctx.state.entries.sparkSession)
-    keys = blobs.select("key")
-    if ctx.few_blobs:
-        keys = F.broadcast(keys)
+    keys = ctx.sent_if_few_blobs(blobs.select("key"))
     # Each live row's blob ids (header first), those the listing lacks, gathered per row.
     row = ["queuename", "timerangestart", "bucketid", "enqueueid", "name"]
     ids = ctx.live.select(*row, F.posexplode(F.array(*_BLOB_IDS)).alias("position", "key"))
