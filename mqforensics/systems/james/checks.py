@@ -192,13 +192,13 @@ def marked_rows(
     its ``sender`` and ``recipients``; only when `early`, else false); only rows with some flag
     set. The view is read once, each row's key looked up among the live keys (sent to every task
     when few enough, so the view rows are never shuffled)."""
-    # Null-safe: a row with a null key part has no marker, and is live.
-    same_key = functools.reduce(
-        operator.and_, [F.col(k).eqNullSafe(F.col(f"live_{k}")) for k in _KEY]
-    )
+    # A row with a null key part has no marker, and is live: told by the flag, so the lookup
+    # is a plain equality of two strings (null-safe keys hash four values per row).
+    same_key = functools.reduce(operator.and_, [F.col(k) == F.col(f"live_{k}") for k in _KEY])
+    keyless = functools.reduce(operator.or_, [F.col(k).isNull() for k in _KEY])
     rows = _with_starts(state, state.entries).join(live, same_key, "left")
     flags = {
-        "live": F.coalesce(F.col("live"), F.lit(False)),
+        "live": F.coalesce(F.col("live"), F.lit(False)) | keyless,
         "wrong_bucket": F.coalesce(wrong_bucket(history), F.lit(False)),
         "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
         "early": F.coalesce(_early(), F.lit(False)) if early else F.lit(False),
