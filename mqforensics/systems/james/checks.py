@@ -156,10 +156,13 @@ KEPT_EARLY_ROWS = 1_000_000
 
 
 def _live_keys(state: JamesState) -> DataFrame:
-    """The distinct keys (``live_queuename``, ``live_enqueueid``) of the view rows without a
-    deletedmailsv2 marker, with ``live`` true: only the keys of the view rows are shuffled
-    against the markers', and the output (a queue's live mails) is small."""
-    keys = state.entries.select(*_KEY).join(state.deleted.select(*_KEY), _KEY, "left_anti")
+    """The distinct whole keys (``live_queuename``, ``live_enqueueid``) of the view rows without
+    a deletedmailsv2 marker, with ``live`` true: only the keys of the view rows are shuffled
+    against the markers', and the output (a queue's live mails) is small. A row with a null key
+    part is live without a lookup (`marked_rows`), so its key is not among them."""
+    whole = functools.reduce(operator.and_, [F.col(k).isNotNull() for k in _KEY])
+    view_keys = state.entries.select(*_KEY).where(whole)
+    keys = view_keys.join(state.deleted.select(*_KEY), _KEY, "left_anti")
     # Distinct: one view row must meet at most one live key (the same key in two partitions
     # is two live rows).
     return keys.distinct().select(
