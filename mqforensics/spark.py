@@ -65,6 +65,10 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             # Audits shuffle small frames; 200 partitions would mostly schedule empty tasks.
             .config("spark.sql.shuffle.partitions", os.environ.get("MQF_SHUFFLE_PARTITIONS", "8"))
             .config(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
+            # Generated classes named without their stage's id, so the same code generated for
+            # two stages is compiled once (an audit generates about 150; bench/: 1M-row James
+            # audits about 0.5 s faster).
+            .config("spark.sql.codegen.useIdInClassName", "false")
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
             .config("spark.driver.extraJavaOptions", " ".join(_driver_java_options(log_config)))
         )

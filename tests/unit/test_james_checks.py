@@ -39,10 +39,12 @@ class Builder:
         recipients=("bob@example.com",),
         header=None,
         body=None,
+        name=None,
     ):
         self.counter += 1
         ident = str(uuid.UUID(int=self.counter))
-        name = f"Mail{1_700_000_000_000 + self.counter}-abcdefghijklmnopqrst"
+        if name is None:
+            name = f"Mail{1_700_000_000_000 + self.counter}-abcdefghijklmnopqrst"
         header, body = header or f"h-{ident}", body or f"b-{ident}"
         self.entries.append((
             queue, trs, bucket_id(name, 1) if bucket is None else bucket, ident, enqueued, name,
@@ -351,3 +353,57 @@ def test_the_rollup_adds_up_to_every_partition_and_every_hour(spark, planted):
     ).count()
     assert sorted(map(tuple, hourly.collect())) == sorted(map(tuple, counted.collect()))
     assert len(totals.collect()) > 1 and len(hourly.collect()) > 1
+
+
+NAMES = [
+    "Mail1700000000001-abc", "", "a", "x" * 300, "\x00\x01\x7f control", "Mail-é-ünïcödé",
+    "Mail-😀-surrogates", "名前", "~!@#$%^&*()_+{}|:<>?",
+]  # fmt: skip
+
+
+def test_names_are_hashed_as_java_does_ascii_ones_by_generated_code(spark):
+    """HiveHash's recurrence over UTF-8 bytes is String.hashCode's over UTF-16 chars for ASCII
+    names; the others are left to Java's own hash (null here)."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from mqforensics.systems.james import checks
+    from mqforensics.systems.james.java_hash import java_string_hashcode
+
+    rng = random.Random(7)
+    names = NAMES + ["".join(chr(rng.randrange(128)) for _ in range(rng.randrange(1, 80)))
+                     for _ in range(500)]  # fmt: skip
+    frame = spark.createDataFrame([(n,) for n in names] + [(None,)], "name string")
+    hashed = checks._ascii_hashcode(F.col("name"), spark)
+    assert hashed is not None
+    got = dict(frame.select("name", hashed.alias("hash")).collect())
+    expected = {n: java_string_hashcode(n) if n.isascii() else None for n in names}
+    assert got == {**expected, None: None}
+    assert sum(v is None for v in expected.values()) == 3
+
+
+@pytest.mark.parametrize("hashing", ["generated", "reflect"])
+def test_buckets_are_judged_by_javas_hash_of_every_name(spark, monkeypatch, hashing):
+    """ASCII names hashed by generated code, the others by Java's own String.hashCode, and every
+    name by Java's when no JVM is at hand (Spark Connect): the same rows are in a wrong bucket,
+    live or consumed."""
+    from mqforensics import jvm_columns
+
+    if hashing == "reflect":
+        monkeypatch.setattr(jvm_columns, "hive_hash", lambda column, spark: None)
+    b = Builder()
+    wrong = set()
+    for i, name in enumerate(NAMES):
+        right = bucket_id(name, 4)
+        b.mail("spool", at(21, 10), at(21, 10, 1), name=name, bucket=right, consumed=i % 2 == 0)
+        # Neither the bucket under 4 buckets nor bucket 0 (every name's under 1 bucket).
+        other = next(x for x in (1, 2, 3) if x != right)
+        wrong.add(b.mail("spool", at(21, 10), at(21, 10, 2), name=name, bucket=other,
+                         consumed=i % 2 == 1))  # fmt: skip
+        b.mail("spool", at(21, 10), at(21, 10, 3), name=name, bucket=0, consumed=True)
+    history = [(0, 3600, 1, 1000), (1, 3600, 4, 1000)]
+    state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 10)}, history)
+    found = by_check(run_checks(state, only=["bucket_mismatch"]))
+    assert set(found["bucket_mismatch"]) == wrong
+    assert len(wrong) == len(NAMES)

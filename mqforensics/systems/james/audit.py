@@ -165,13 +165,14 @@ def attach_blob_listing(spark: SparkSession, state: JamesState, path: Path) -> N
 
 def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:
     """A listing saved as Parquet with the `mqf_blobs` columns, with blob ids parsed."""
+    from mqforensics import parquet_footer
     from mqforensics.blobstore import SCHEMA
     from mqforensics.errors import InputError
     from mqforensics.systems.james.blob_ids import with_parsed_blob_ids
 
     if not path.exists():
         raise InputError(f"blob listing {path} does not exist")
-    frame = spark.read.parquet(str(path))
+    frame = parquet_footer.read(spark, path)
     wanted = [c.split()[0] for c in SCHEMA.split(", ")]
     missing = [c for c in wanted if c not in frame.columns]
     if missing:

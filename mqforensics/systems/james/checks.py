@@ -22,7 +22,7 @@ from mqforensics import findings
 from mqforensics.errors import InputError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from mqforensics.systems.james.state import JamesState
 
@@ -87,7 +87,10 @@ class Context:
         live_keys = keep(_live_keys(self.state))
         if _at_most(live_keys, BROADCAST_ROWS):
             live_keys = F.broadcast(live_keys)
-        self.marked = keep(marked_rows(self.state, self.history, live_keys, self.early_kept))
+        marked = keep(marked_rows(self.state, self.history, live_keys, self.early_kept))
+        # A name the marking pass could not hash (not ASCII) is judged here, among few rows.
+        judged = F.coalesce(F.col("wrong_bucket"), wrong_bucket(self.history), F.lit(False))
+        self.marked = marked.withColumn("wrong_bucket", judged)
         self.live = self.marked.where(F.col("live")).select(*_AUDIT_COLUMNS, *_STARTS)
 
     @functools.cached_property
@@ -191,18 +194,26 @@ def marked_rows(
 ) -> DataFrame:
     """The view rows some check reads one by one (`_AUDIT_COLUMNS` and their queue's starts),
     with `FLAGS`: ``live`` (its key is among the `_live_keys` `live`: what `classify` calls not
-    ``consumed``), ``wrong_bucket``, ``wrong_slice``, ``early`` (in a partition `_early`, with
-    its ``sender`` and ``recipients``; only when `early`, else false); only rows with some flag
-    set. The view is read once, each row's key looked up among the live keys (sent to every task
+    ``consumed``), ``wrong_bucket`` (null, undecided, for a name that is not ASCII: `Context`
+    judges those), ``wrong_slice``, ``early`` (in a partition `_early`, with its ``sender`` and
+    ``recipients``; only when `early`, else false); only rows with some flag set or undecided.
+    The view is read once, each row's key looked up among the live keys (sent to every task
     when few enough, so the view rows are never shuffled)."""
     # A row with a null key part has no marker, and is live: told by the flag, so the lookup
     # is a plain equality of two strings (null-safe keys hash four values per row).
     same_key = functools.reduce(operator.and_, [F.col(k) == F.col(f"live_{k}") for k in _KEY])
     keyless = functools.reduce(operator.or_, [F.col(k).isNull() for k in _KEY])
     rows = _with_starts(state, state.entries).join(live, same_key, "left")
+    # Names hashed by generated code when they are ASCII (nearly all: James names its mails);
+    # the other names are left undecided (null) and their rows kept, to be judged by Java's
+    # own hash on the kept rows (`Context`): `reflect` on every row halved the pass's speed.
+    hashcode = _ascii_hashcode(F.col("name"), state.entries.sparkSession)
+    in_wrong_bucket = wrong_bucket(history, hashcode)
+    if hashcode is None:
+        in_wrong_bucket = F.coalesce(in_wrong_bucket, F.lit(False))
     flags = {
         "live": F.coalesce(F.col("live"), F.lit(False)) | keyless,
-        "wrong_bucket": F.coalesce(wrong_bucket(history), F.lit(False)),
+        "wrong_bucket": in_wrong_bucket,
         "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
         "early": F.coalesce(_early(), F.lit(False)) if early else F.lit(False),
     }
@@ -213,7 +224,7 @@ def marked_rows(
         *_STARTS,
         *[flag.alias(name) for name, flag in flags.items()],
         *(addresses if early else []),
-    ).where(functools.reduce(operator.or_, [F.col(name) for name in flags]))
+    ).where(functools.reduce(operator.or_, [F.coalesce(F.col(n), F.lit(True)) for n in flags]))
 
 
 def partition_rollup(state: JamesState) -> DataFrame:
@@ -331,12 +342,16 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
-    # Addresses and blobs are counted for the rows of flagged partitions only (the kept early
-    # rows, or the view read again, filtered by the flagged partitions sent to every task), in
-    # one pass: each row's addresses and blob ids, made distinct per partition, then counted
-    # and summed.
-    rows = ctx.marked.where(F.col("early")) if ctx.early_kept else ctx.state.entries
-    flagged_rows = rows.join(F.broadcast(flagged.select(*partition)), partition, "left_semi")
+    # Addresses and blobs are counted in one pass over the rows of the partitions before a
+    # queue's starts (the only ones flagged): the kept early rows, all of them (so the flagged
+    # partitions are computed once, for the findings), or the view read again, filtered by the
+    # flagged partitions sent to every task. Each row's addresses and blob ids are made
+    # distinct per partition, then counted and summed.
+    if ctx.early_kept:
+        flagged_rows = ctx.marked.where(F.col("early"))
+    else:
+        keys = F.broadcast(flagged.select(*partition))
+        flagged_rows = ctx.state.entries.join(keys, partition, "left_semi")
     addresses = F.transform(
         _addresses(), lambda a: F.struct(F.lit("address").alias("kind"), a.alias("value"))
     )
@@ -390,32 +405,23 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
 def stale_browse_start(ctx: Context) -> DataFrame:
     """A browseStart that does not advance makes every browse, getSize and delete re-read old
     slices (and their tombstones), and blocks the cleanup of everything after it."""
-    live = ctx.live
-    oldest = live.groupBy("queuename").agg(F.min("timerangestart").alias("oldest_live_slice"))
-    visible = live.where(F.col("timerangestart") >= F.col("browsestart"))
-    oldest_visible = visible.groupBy("queuename").agg(
-        F.min("timerangestart").alias("oldest_visible_slice")
+    # One aggregation per queue: its oldest live slice, its oldest visible one (at or after
+    # browseStart), and the mails in the browseStart slice itself, oldest first.
+    trs, start = F.col("timerangestart"), F.col("browsestart")
+    pinned = F.collect_list(F.when(trs == start, F.struct("enqueuedtime", "enqueueid")))
+    live = ctx.live.groupBy("queuename").agg(
+        F.min(trs).alias("oldest_live_slice"),
+        F.min(F.when(trs >= start, trs)).alias("oldest_visible_slice"),
+        pinned.alias("pinned"),
     )
-    pinning = (
-        visible.where(F.col("timerangestart") == F.col("browsestart"))
-        .groupBy("queuename")
-        .agg(
-            F.slice(
-                F.transform(
-                    F.array_sort(F.collect_list(F.struct("enqueuedtime", "enqueueid"))),
-                    lambda s: s["enqueueid"],
-                ),
-                1,
-                MAX_PINNING_LISTED,
-            ).alias("pinning")
-        )
-    )
+    listed = F.slice(F.transform(F.array_sort("pinned"), lambda s: s["enqueueid"]), 1,
+                     MAX_PINNING_LISTED)  # fmt: skip
+    pinning = F.when(F.size("pinned") > 0, listed).alias("pinning")
     as_of = F.lit(ctx.as_of).cast("timestamp")
     age = as_of.cast("long") - F.col("browsestart").cast("long")
-    queues = (
-        ctx.state.browse_start.join(oldest, "queuename", "left")
-        .join(oldest_visible, "queuename", "left")
-        .join(pinning, "queuename", "left")
+    # Every queue with a browseStart (the one-row-per-queue side sent to every task).
+    queues = live.join(F.broadcast(ctx.state.browse_start), "queuename", "right").select(
+        "queuename", "browsestart", "oldest_live_slice", "oldest_visible_slice", pinning
     )
     too_old = age > int(BROWSE_START_HEALTH_GRACE.total_seconds())
     lagging = F.col("oldest_live_slice").isNotNull() & (
@@ -511,8 +517,8 @@ def orphaned_blob(ctx: Context) -> DataFrame:
     unnamed = ctx.state.keep(candidates.select("key").distinct().join(named, "key", "left_anti"))
     unnamed = ctx.sent_if_few_blobs(unnamed)
     referenced = _referenced_keys(ctx).join(unnamed, "key", "left_semi")
-    orphans = candidates.join(unnamed.join(referenced.distinct(), "key", "left_anti"), "key",
-                              "left_semi")  # fmt: skip
+    orphan_keys = ctx.sent_if_few_blobs(unnamed.join(referenced, "key", "left_anti"))
+    orphans = candidates.join(orphan_keys, "key", "left_semi")
     detail = F.struct(
         "bucket",
         "id_kind",
@@ -573,11 +579,13 @@ def bucket_mismatch(ctx: Context) -> DataFrame:
                     detail)  # fmt: skip
 
 
-def wrong_bucket(history: list[ConfigEvent]) -> Column:
+def wrong_bucket(history: list[ConfigEvent], hashcode: Column | None = None) -> Column:
     """A view row's bucket is none James computes for its name under any bucket count of the
-    configuration history (or its name or bucket is null)."""
+    configuration history (or its name or bucket is null). `hashcode` is the names' Java
+    hashCode (`_java_hashcode` when not given); where it is null, so is the answer, unless the
+    bucket is 0 and one bucket count is 1."""
     name, bucket = F.col("name"), F.col("bucketid")
-    hashcode = _java_hashcode(name)
+    hashcode = _java_hashcode(name) if hashcode is None else hashcode
     # Fewest buckets first: with one bucket every name is in bucket 0, no hash needed, and the
     # first comparison that holds spares the rest.
     fits = [
@@ -592,6 +600,20 @@ def james_bucket(name: Column, bucket_count: int) -> Column:
     the JVM's own ``String.hashCode`` (through ``reflect``: no Python worker, and the same
     UTF-16 arithmetic as James by construction); null for a null name."""
     return F.when(name.isNotNull(), F.abs(_java_hashcode(name) % F.lit(bucket_count)))
+
+
+def _ascii_hashcode(name: Column, spark: SparkSession) -> Column | None:
+    """Java's ``String.hashCode`` of ASCII names (valid UTF-8, one byte per character), null
+    for the others, by generated code: Spark's HiveHash of a string is the same recurrence,
+    ``h = 31 * h + c``, over its UTF-8 bytes, which are its UTF-16 chars when it is ASCII.
+    None where HiveHash cannot be built (Spark Connect): `_java_hashcode` is then used."""
+    from mqforensics import jvm_columns
+
+    hashed = jvm_columns.hive_hash(name, spark)
+    if hashed is None:
+        return None
+    ascii_only = F.is_valid_utf8(name) & (F.length(name) == F.octet_length(name))
+    return F.when(ascii_only, hashed)
 
 
 def _java_hashcode(name: Column) -> Column:

@@ -323,9 +323,11 @@ def _check_columns(name: str, found: list[str], expected: list[str], what: str) 
 def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
     from pyspark.sql import functions as F
 
+    from mqforensics import parquet_footer
+
     name = table_file.path.name
     try:
-        frame = spark.read.parquet(str(table_file.path))
+        frame = parquet_footer.read(spark, table_file.path)
         found = frame.schema
     except Exception as exc:
         raise InputError(f"{name}: cannot be read as Parquet ({_first_line(exc)})") from None
