@@ -1,4 +1,4 @@
-"""Reading a Parquet table written by Spark without running Spark jobs for its schema.
+"""Reading Parquet tables without Spark jobs, where what Spark would read is known exactly.
 
 Spark infers a Parquet table's schema with a job that reads a file footer, and prefers, there,
 the schema its own writer stored in the footer's key-value metadata
@@ -8,13 +8,18 @@ data file of the table holds the same one, it is exactly the schema Spark would 
 `read` hands it to Spark, so no job runs. Anything else (no such key, files that differ,
 summary or partition directories, an unreadable footer) is left to Spark's own inference, as
 if this module did not exist.
+
+`small_rows` reads the rows of a small table of plain columns (strings, 32-bit integers,
+timestamps) on the driver, as Spark's reader would give them, for a table held in the query
+plan; any other column, or more rows, is left to Spark the same way.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,3 +79,81 @@ def read(spark: SparkSession, path: Path) -> DataFrame:
     schema = spark_schema(path)
     reader = spark.read if schema is None else spark.read.schema(schema)
     return reader.parquet(str(path))
+
+
+# Parquet's physical and logical types of the plain columns `small_rows` reads, and the Spark
+# type its reader gives each (ParquetToSparkSchemaConverter, default settings): INT96 is a
+# timestamp (spark.sql.parquet.int96AsTimestamp), a timestamp adjusted to UTC too; one that is
+# not is TIMESTAMP_NTZ, and left to Spark.
+def _spark_type(physical: str, logical: dict[str, Any]) -> str | None:
+    kind = logical.get("Type")
+    if physical == "BYTE_ARRAY" and kind == "String":
+        return "string"
+    if physical == "INT32" and (
+        kind == "None"
+        or (kind == "Int" and logical.get("bitWidth") == 32 and logical.get("isSigned"))
+    ):
+        return "int"
+    if physical == "INT96" and kind == "None":
+        return "timestamp"
+    if (
+        physical == "INT64"
+        and kind == "Timestamp"
+        and logical.get("isAdjustedToUTC") is True
+        and logical.get("timeUnit") in ("milliseconds", "microseconds")
+    ):
+        return "timestamp"
+    return None
+
+
+# Timestamps before this are left to Spark: its reader may rebase them from the Julian calendar.
+_EARLIEST = dt.datetime(1900, 1, 1, tzinfo=dt.UTC)
+
+
+def small_rows(path: Path, columns: dict[str, str], limit: int) -> list[tuple] | None:
+    """The rows of the table at `path` as tuples of `columns` (name -> Spark type, in order;
+    names matched case-insensitively, as Spark does), read on the driver: when it has at most
+    `limit` rows and exactly these columns, each of a plain type Spark reads as the one named
+    (see `_spark_type`). Timestamps are aware datetimes in UTC. None otherwise: Spark reads it,
+    and says what is wrong with it."""
+    import pyarrow.parquet as pq
+
+    files = data_files(path)
+    if files is None:
+        return None
+    rows: list[tuple] = []
+    try:
+        for file in files:
+            parquet = pq.ParquetFile(file, coerce_int96_timestamp_unit="us")
+            if parquet.metadata.num_rows + len(rows) > limit:
+                return None
+            schema = parquet.schema
+            if len(schema) != len(columns):
+                return None
+            found = {}
+            for i in range(len(schema)):
+                column = schema.column(i)
+                logical = json.loads(column.logical_type.to_json())
+                found[column.path.lower()] = (
+                    column.path,
+                    _spark_type(column.physical_type, logical),
+                )
+            if sorted(found) != sorted(columns) or any(
+                found[name][1] != kind for name, kind in columns.items()
+            ):
+                return None
+            table = parquet.read(columns=[found[name][0] for name in columns])
+            for record in table.to_pylist():
+                rows.append(tuple(_utc(record[found[name][0]]) for name in columns))
+    except (OSError, ValueError, TypeError, ArithmeticError, NotImplementedError):
+        return None  # an unreadable file, or a value Python cannot hold: Spark reads it
+    if any(isinstance(v, dt.datetime) and v < _EARLIEST for row in rows for v in row):
+        return None
+    return rows
+
+
+def _utc(value: Any) -> Any:
+    """An INT96 timestamp (naive from pyarrow) is an instant in UTC, as Spark reads it."""
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    return value

@@ -65,3 +65,58 @@ def test_anything_else_is_left_to_spark(spark, tmp_path):
     part.write_bytes(part.read_bytes()[:-20])
     assert parquet_footer.spark_schema(torn) is None
     assert parquet_footer.spark_schema(tmp_path / "absent.parquet") is None
+
+
+COLUMNS = {"queuename": "string", "browsestart": "timestamp"}
+
+
+def test_a_small_table_of_plain_columns_is_read_as_spark_reads_it(spark, tmp_path):
+    at = dt.datetime(2026, 11, 1, 10, 30, 0, 123456, tzinfo=dt.UTC)
+    # INT96 timestamps, as Spark writes them by default.
+    by_spark = written_by_spark(
+        spark, tmp_path / "spark.parquet", [("spool", at), ("out", None)], "queuename string, "
+        "browsestart timestamp",
+    )  # fmt: skip
+    # INT64 microseconds adjusted to UTC, column names in another case, as another tool writes.
+    by_arrow = tmp_path / "arrow.parquet"
+    by_arrow.mkdir()
+    pq.write_table(
+        pa.table({"QueueName": ["spool", "out"], "browseStart": pa.array([at, None],
+                  pa.timestamp("us", tz="UTC"))}), by_arrow / "part-0.parquet",
+    )  # fmt: skip
+    for path in (by_spark, by_arrow):
+        rows = parquet_footer.small_rows(path, COLUMNS, 10)
+        assert rows is not None and sorted(rows, key=str) == sorted(
+            [("spool", at), ("out", None)], key=str
+        )
+        spark_rows = spark.read.parquet(str(path)).collect()
+        assert {r[0]: r[1] and r[1].astimezone(dt.UTC) for r in spark_rows} == dict(rows)
+    assert parquet_footer.small_rows(by_spark, COLUMNS, 1) is None  # more rows than asked
+
+
+def test_other_small_tables_are_left_to_spark(tmp_path):
+    def table(name, data):
+        path = tmp_path / name
+        path.mkdir()
+        pq.write_table(pa.table(data), path / "part-0.parquet")
+        return path
+
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    cases = {
+        # Not adjusted to UTC: Spark reads TIMESTAMP_NTZ.
+        "ntz": {"queuename": ["a"], "browsestart": pa.array([at.replace(tzinfo=None)],
+                                                            pa.timestamp("us"))},
+        "nanos": {"queuename": ["a"], "browsestart": pa.array([at], pa.timestamp("ns", tz="UTC"))},
+        "binary": {"queuename": pa.array([b"a"], pa.binary()), "browsestart": [at]},
+        "extra": {"queuename": ["a"], "browsestart": [at], "other": [1]},
+        "missing": {"queuename": ["a"]},
+        "twice": {"queuename": ["a"], "QUEUENAME": ["b"], "browsestart": [at]},
+        "ancient": {"queuename": ["a"], "browsestart": [dt.datetime(1500, 1, 1, tzinfo=dt.UTC)]},
+    }  # fmt: skip
+    for name, data in cases.items():
+        assert parquet_footer.small_rows(table(name, data), COLUMNS, 10) is None, name
+    plain = table("plain", {"queuename": ["a"], "browsestart": [at]})
+    assert parquet_footer.small_rows(plain, COLUMNS, 10) == [("a", at)]
+    torn = plain / "part-0.parquet"
+    torn.write_bytes(torn.read_bytes()[:-30])
+    assert parquet_footer.small_rows(plain, COLUMNS, 10) is None

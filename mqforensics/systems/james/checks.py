@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
+from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
 from mqforensics import findings
@@ -62,7 +62,8 @@ class Context:
     # Every view row, narrowed to what the checks read: lazy, read again when a check looks at
     # every row (the orphan check's references, when no separate reference scan was read).
     rows: DataFrame = field(init=False)
-    # Rows and metadata bytes per partition and hour of enqueue (`partition_rollup`): kept.
+    # Rows and metadata bytes per partition and hour of enqueue (`partition_rollup`), with the
+    # partition's queue starts: kept.
     rollup: DataFrame = field(init=False)
     # Whether `marked` holds every row of a partition before its queue's browse or content
     # start (the only partitions `unreclaimed_slice` flags), with its addresses: when they are
@@ -82,10 +83,15 @@ class Context:
             )
         self.rows = self.state.entries.select(*_AUDIT_COLUMNS)
         keep = self.state.keep
-        self.rollup = keep(partition_rollup(self.state))
-        self.early_kept = _early_rows(self.state, self.rollup) <= KEPT_EARLY_ROWS
-        live_keys = keep(_live_keys(self.state))
-        if _at_most(live_keys, BROADCAST_ROWS):
+        # What the passes after each one need to know of its (small) output is counted while
+        # it is kept (an observation), not by a job of its own.
+        early, counted = Observation("early rows"), Observation("live keys")
+        rollup = _with_starts(self.state, partition_rollup(self.state))
+        self.rollup = keep(rollup.observe(early, _early_rows().alias("rows")))
+        self.early_kept = int(early.get["rows"] or 0) <= KEPT_EARLY_ROWS
+        live_keys = _live_keys(self.state)
+        live_keys = keep(live_keys.observe(counted, F.count(F.lit(1)).alias("keys")))
+        if int(counted.get["keys"]) <= BROADCAST_ROWS:
             live_keys = F.broadcast(live_keys)
         marked = keep(marked_rows(self.state, self.history, live_keys, self.early_kept))
         # A name the marking pass could not hash (not ASCII) is judged here, among few rows.
@@ -179,11 +185,9 @@ def _early() -> Column:
     return F.col("timerangestart") < F.greatest(*[F.col(c) for c in _STARTS])
 
 
-def _early_rows(state: JamesState, rollup: DataFrame) -> int:
-    """How many view rows are in partitions `_early` (from the kept rollup: no view read)."""
-    early = _with_starts(state, rollup).where(_early())
-    total = early.agg(F.sum("rows").alias("rows")).first()
-    return int(total["rows"] or 0) if total is not None else 0
+def _early_rows() -> Column:
+    """How many view rows are in partitions `_early`, from the rollup (with its queue starts)."""
+    return F.sum(F.when(_early(), F.col("rows")))
 
 
 def marked_rows(
@@ -324,15 +328,12 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     partition = PARTITION
     # Rows and bytes of every partition from the rollup (the wide columns the bytes are
     # computed from would be read whole even for a few partitions).
-    counts = ctx.rollup.groupBy(*partition).agg(
+    counts = ctx.rollup.groupBy(*partition, *_STARTS).agg(
         F.sum("rows").alias("rows"), F.sum("metadata_bytes").alias("metadata_bytes")
     )
     live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
-    per_partition = _with_starts(
-        ctx.state,
-        counts.join(live, partition, "left").withColumn(
-            "live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long")
-        ),
+    per_partition = counts.join(live, partition, "left").withColumn(
+        "live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long")
     )
     trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
     all_consumed = F.col("live_rows") == 0

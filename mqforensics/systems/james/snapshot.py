@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics import errors
+from mqforensics import errors, parquet_footer
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history
@@ -74,6 +74,10 @@ _CANONICAL = {
     EVENT_STORE_TABLE: EVENT_STORE,
 }
 _REQUIRED = (DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE)
+# Tables of a handful of rows (a queue's starts, the configuration events), read on the driver
+# from a Parquet export of at most this many rows (`parquet_footer.small_rows`).
+_SMALL_TABLES = (BROWSE_START_TABLE, CONTENT_START_TABLE, EVENT_STORE_TABLE)
+SMALL_TABLE_ROWS = 10_000
 
 # cqlsh COPY TO's default dialect (cqlshlib/copyutil.py: QUOTE '"', ESCAPE '\\', and
 # doublequote off because they differ; DELIMITER ',').
@@ -122,6 +126,13 @@ def read_snapshot(
     held = {BROWSE_START_TABLE: BROWSE_START, CONTENT_START_TABLE: CONTENT_START}
 
     def read(found: TableFile) -> DataFrame:
+        if found.kind == "parquet" and found.table in _SMALL_TABLES:
+            # Read on the driver when its columns are plain: no Spark job at all.
+            ddl = _CANONICAL[found.table]
+            columns = {f.name: f.dataType.simpleString() for f in _schema(ddl).fields}
+            rows = parquet_footer.small_rows(found.path, columns, SMALL_TABLE_ROWS)
+            if rows is not None:
+                return local_frame(spark, rows, ddl)
         frame = _read_table(spark, found)
         return _held(spark, frame, held[found.table]) if found.table in held else frame
 
@@ -322,8 +333,6 @@ def _check_columns(name: str, found: list[str], expected: list[str], what: str) 
 
 def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
     from pyspark.sql import functions as F
-
-    from mqforensics import parquet_footer
 
     name = table_file.path.name
     try:
