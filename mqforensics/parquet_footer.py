@@ -74,6 +74,20 @@ def spark_schema(path: Path) -> StructType | None:
     return schema
 
 
+def row_count(path: Path) -> int | None:
+    """How many rows the table at `path` holds, from its footers (exact: every row group
+    counts its rows); None when its layout is Spark's own affair or a footer is unreadable."""
+    import pyarrow.parquet as pq
+
+    files = data_files(path)
+    if files is None:
+        return None
+    try:
+        return sum(pq.read_metadata(file).num_rows for file in files)
+    except (OSError, ValueError):
+        return None
+
+
 def read(spark: SparkSession, path: Path) -> DataFrame:
     """``spark.read.parquet(path)``, given the footers' schema when `spark_schema` has it."""
     schema = spark_schema(path)

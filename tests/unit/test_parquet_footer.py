@@ -120,3 +120,12 @@ def test_other_small_tables_are_left_to_spark(tmp_path):
     torn = plain / "part-0.parquet"
     torn.write_bytes(torn.read_bytes()[:-30])
     assert parquet_footer.small_rows(plain, COLUMNS, 10) is None
+
+
+def test_row_counts_come_from_the_footers(spark, tmp_path):
+    path = written_by_spark(spark, tmp_path / "t.parquet", ROWS * 3)
+    assert parquet_footer.row_count(path) == 6 == spark.read.parquet(str(path)).count()
+    part = next(path.glob("part-*.parquet"))
+    part.write_bytes(part.read_bytes()[:-20])
+    assert parquet_footer.row_count(path) is None
+    assert parquet_footer.row_count(tmp_path / "absent.parquet") is None

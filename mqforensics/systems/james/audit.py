@@ -159,8 +159,11 @@ def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
 def attach_blob_listing(spark: SparkSession, state: JamesState, path: Path) -> None:
     """Give `state` the listing saved at `path` (`read_blob_listing`), read again by each check
     that needs it rather than kept (`JamesState.blobs_rereadable`)."""
+    from mqforensics import parquet_footer
+
     state.blobs = read_blob_listing(spark, path)
     state.blobs_rereadable = True
+    state.blob_rows = parquet_footer.row_count(path)
 
 
 def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:

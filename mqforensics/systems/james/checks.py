@@ -103,7 +103,11 @@ class Context:
     def few_blobs(self) -> bool:
         """Whether the blob listing is small enough to send to every task."""
         blobs = self.state.blobs
-        return blobs is not None and _at_most(blobs, BROADCAST_ROWS)
+        if blobs is None:
+            return False
+        if self.state.blob_rows is not None:
+            return self.state.blob_rows <= BROADCAST_ROWS
+        return _at_most(blobs, BROADCAST_ROWS)
 
     def sent_if_few_blobs(self, frame: DataFrame) -> DataFrame:
         """`frame` (at most a row per listed blob) sent to every task when the listing is small

@@ -43,6 +43,8 @@ class JamesState:
     # Parquet listing is rereadable, a listing of the bucket (S3, an inventory, a directory)
     # is not, and is kept, so that every check sees one listing and the bucket is listed once.
     blobs_rereadable: bool = False
+    # How many rows `blobs` has, when known without a job (a saved listing's Parquet footers).
+    blob_rows: int | None = None
     # Frames computed from this state by `keep` (an audit's classified rows).
     derived: list[DataFrame] = field(default_factory=list)
 
