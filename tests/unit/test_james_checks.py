@@ -407,3 +407,25 @@ def test_buckets_are_judged_by_javas_hash_of_every_name(spark, monkeypatch, hash
     found = by_check(run_checks(state, only=["bucket_mismatch"]))
     assert set(found["bucket_mismatch"]) == wrong
     assert len(wrong) == len(NAMES)
+
+
+def test_counts_not_observed_are_counted(planted, monkeypatch):
+    """Spark Connect reports no observation for a checkpoint: the audit counts by jobs then,
+    and finds the same."""
+    from pyspark.sql import Observation
+
+    from mqforensics.systems.james import checks
+
+    state, _ = planted
+    observed = sorted(map(tuple, run_checks(state).collect()))
+
+    class Unreported(Observation):
+        @property
+        def get(self):
+            return {}
+
+    monkeypatch.setattr(checks, "Observation", Unreported)
+    assert sorted(map(tuple, run_checks(state).collect())) == observed
+    monkeypatch.setattr(checks, "KEPT_EARLY_ROWS", 0)
+    monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
+    assert sorted(map(tuple, run_checks(state).collect())) == observed

@@ -88,10 +88,12 @@ class Context:
         early, counted = Observation("early rows"), Observation("live keys")
         rollup = _with_starts(self.state, partition_rollup(self.state))
         self.rollup = keep(rollup.observe(early, _early_rows().alias("rows")))
-        self.early_kept = int(early.get["rows"] or 0) <= KEPT_EARLY_ROWS
+        early_rows = _observed(early, "rows", lambda: _first(self.rollup.select(_early_rows())))
+        self.early_kept = early_rows <= KEPT_EARLY_ROWS
         live_keys = _live_keys(self.state)
         live_keys = keep(live_keys.observe(counted, F.count(F.lit(1)).alias("keys")))
-        if int(counted.get["keys"]) <= BROADCAST_ROWS:
+        keys = _observed(counted, "keys", lambda: live_keys.limit(BROADCAST_ROWS + 1).count())
+        if keys <= BROADCAST_ROWS:
             live_keys = F.broadcast(live_keys)
         marked = keep(marked_rows(self.state, self.history, live_keys, self.early_kept))
         # A name the marking pass could not hash (not ASCII) is judged here, among few rows.
@@ -187,6 +189,19 @@ def _early() -> Column:
     """A row's partition starts before its queue's browse start, or before its content start:
     the partitions `unreclaimed_slice` may flag (null starts are skipped by `greatest`)."""
     return F.col("timerangestart") < F.greatest(*[F.col(c) for c in _STARTS])
+
+
+def _observed(observation: Observation, name: str, count: Callable[[], int]) -> int:
+    """The number `observation` holds under `name`, or `count()`'s when it holds none: Spark
+    Connect reports no observation for a checkpoint, and a sum of no rows is null."""
+    value = observation.get.get(name)
+    return int(value) if value is not None else count()
+
+
+def _first(frame: DataFrame) -> int:
+    """The single value of a one-row, one-column frame, 0 when null."""
+    row = frame.first()
+    return int(row[0] or 0) if row is not None else 0
 
 
 def _early_rows() -> Column:
