@@ -289,7 +289,8 @@ def test_no_configuration_is_an_input_error(spark, planted):
 
 @pytest.mark.parametrize("broadcast_rows", [1_000_000, 0])
 def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_rows):
-    """Whether the live keys are sent to every task or shuffled, the rows without a marker."""
+    """Whether the live keys are sent to every task or shuffled, the rows without a marker:
+    a key's fingerprint tells its two parts apart."""
     from mqforensics.systems.james import checks
 
     monkeypatch.setattr(checks, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
@@ -301,7 +302,10 @@ def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_r
     keyless = b.mail("spool", at(21, 10), at(21, 10, 2))
     b.entries = [e if e[3] != keyless else (*e[:3], None, *e[4:]) for e in b.entries]
     # A duplicated marker, and a marker for the same id in another queue: it is not that one's.
-    b.deleted += [("spool", twice), ("spool", other_queue)]
+    # Neither is a marker whose queue and id, run together, spell another key's, nor a marker
+    # with a null id (the keyless row has no marker: it is live).
+    b.deleted += [("spool", twice), ("spool", other_queue), ("outgoin", "g" + stuck)]
+    b.deleted += [("outgoing" + stuck[:-1], stuck[-1]), ("spool", None)]
     state = b.state(spark, {"spool": at(21, 8), "outgoing": at(10, 0)}, {"spool": at(21, 8)},
                     HISTORY)  # fmt: skip
     ctx = checks.Context(state, AuditOptions(), checks.config_events(state))
