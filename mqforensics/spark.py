@@ -12,16 +12,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
 LOOPBACK = "127.0.0.1"
 # Adaptive execution joins by hashing instead of sorting when every shuffled partition of a join
 # turns out at most this large (measured after the shuffle, so a large input still sorts and
-# spills): the audits' joins of view rows with markers need no order (bench/).
+# spills): the audits' joins of view rows with markers need no order (bench/). A hash join
+# cannot spill, so the limit follows the memory a task gets (`hash_join_limit`).
 _HASH_JOIN_LIMIT = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
-HASH_JOIN_LIMIT = "256m"
+HASH_JOIN_LIMIT = 256 * 1024**2
+# Spark's memory a task may use for execution: (heap - 300 MiB reserved) x spark.memory.fraction
+# (UnifiedMemoryManager), shared by the tasks running at once.
+_RESERVED_MEMORY = 300 * 1024**2
+_MEMORY_FRACTION = 0.6
+# A sixteenth of a task's share (measured on the 10M-entry James audit, two cores: a 23 MB
+# partition of markers peaked at 68 MB hashed with a 3 GiB heap, yet failed to hash with 1 GiB,
+# about 190 MB a task, while 12 MB partitions hashed there; the kept frames and the stage's
+# other operators share that memory).
+_HASH_MAP_SHARE = 16
+# Cores per executor assumed when a cluster's executors do not say (more is more conservative).
+_CLUSTER_CORES = 8
 # `local_frame` holds at most this many rows in the plan; more are a distributed collection
 # (each value is bound through the JVM gateway: a few rows are quicker, hundreds slower).
 LOCAL_ROWS = 16
@@ -49,7 +61,6 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
         spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-        spark.conf.set(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
     else:
         master = _master()
         log_config = Path(__file__).with_name("log4j2.properties")
@@ -64,7 +75,6 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             .config("spark.ui.showConsoleProgress", "false")
             # Audits shuffle small frames; 200 partitions would mostly schedule empty tasks.
             .config("spark.sql.shuffle.partitions", os.environ.get("MQF_SHUFFLE_PARTITIONS", "8"))
-            .config(_HASH_JOIN_LIMIT, HASH_JOIN_LIMIT)
             # Generated classes named without their stage's id, so the same code generated for
             # two stages is compiled once (an audit generates about 150; bench/: 1M-row James
             # audits about 0.5 s faster).
@@ -80,8 +90,52 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             )
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
+    limit = hash_join_limit({key: spark.conf.get(key, None) for key in _MEMORY_SETTINGS})
+    spark.conf.set(_HASH_JOIN_LIMIT, str(limit))
     register_data_sources(spark)
     return spark
+
+
+_MEMORY_SETTINGS = (
+    "spark.master", "spark.driver.memory", "spark.executor.memory", "spark.executor.cores",
+    "spark.memory.fraction",
+)  # fmt: skip
+
+
+def hash_join_limit(settings: Mapping[str, str | None]) -> int:
+    """The largest shuffled partition (bytes) a join may hash rather than sort: a sixteenth of
+    the execution memory one task gets, at most `HASH_JOIN_LIMIT`. `settings` are the session's
+    `_MEMORY_SETTINGS` (None when unset: Spark's defaults, a 1 GiB heap). In local mode every
+    task runs in the driver's heap, one per core; a cluster's executors are asked
+    ``spark.executor.cores`` (`_CLUSTER_CORES` when unset). With a 1 GiB heap on two cores a
+    10M-entry James audit's markers (23 MB partitions) are sorted, as hashing them failed
+    there ("not enough memory to build hash map"); with 3 GiB they are hashed."""
+    master = settings.get("spark.master") or "local[*]"
+    local = master.startswith("local")
+    heap = _size(settings.get("spark.driver.memory" if local else "spark.executor.memory"))
+    cores = _local_cores(master) if local else int(settings.get("spark.executor.cores") or 0)
+    fraction = float(settings.get("spark.memory.fraction") or _MEMORY_FRACTION)
+    per_task = max(0, heap - _RESERVED_MEMORY) * fraction / max(1, cores or _CLUSTER_CORES)
+    return min(HASH_JOIN_LIMIT, int(per_task / _HASH_MAP_SHARE))
+
+
+def _size(text: str | None) -> int:
+    """Bytes of a JVM memory setting (``3g``, ``512m``, ``1024k``, plain bytes); 1 GiB unset."""
+    value = (text or "1g").strip().lower().removesuffix("b")
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+    if value and value[-1] in units:
+        return int(float(value[:-1]) * units[value[-1]])
+    return int(value)
+
+
+def _local_cores(master: str) -> int:
+    """Tasks a local master runs at once: ``local`` 1, ``local[N]`` or ``local[N,F]`` N."""
+    inside = master.partition("[")[2].rstrip("]").split(",")[0]
+    if not inside:
+        return 1
+    if inside == "*":
+        return os.cpu_count() or 1
+    return int(inside)
 
 
 def _master() -> str:

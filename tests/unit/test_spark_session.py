@@ -3,6 +3,8 @@
 import os
 import sys
 
+import pytest
+
 
 def test_local_session_is_bound_to_loopback_in_utc(spark):
     assert spark.conf.get("spark.driver.host") == "127.0.0.1"
@@ -26,8 +28,51 @@ def test_local_driver_runs_the_throughput_collector_and_splits_files_per_core(sp
     assert spark.conf.get("spark.sql.files.minPartitionNum") == str(4 * os.cpu_count())
 
 
-def test_joins_may_hash_when_every_shuffled_partition_is_small(spark):
-    from mqforensics.spark import HASH_JOIN_LIMIT
+def test_joins_may_hash_when_every_shuffled_partition_fits_a_tasks_memory(spark):
+    from mqforensics.spark import hash_join_limit
 
     limit = spark.conf.get("spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold")
-    assert limit == HASH_JOIN_LIMIT
+    settings = {
+        "spark.master": spark.conf.get("spark.master"),
+        "spark.driver.memory": spark.conf.get("spark.driver.memory", None),
+    }
+    assert int(limit) == hash_join_limit(settings) > 0
+
+
+MIB = 1024**2
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        # (heap - 300 MiB reserved) x 0.6 of it for execution, shared by the tasks at once, /16
+        ({"spark.master": "local[2]", "spark.driver.memory": "1g"}, int(724 * MIB * 0.6 / 2 / 16)),
+        ({"spark.master": "local[2]"}, int(724 * MIB * 0.6 / 2 / 16)),  # Spark's default heap
+        ({"spark.master": "local[2]", "spark.driver.memory": "3g"}, int(2772 * MIB * 0.6 / 32)),
+        ({"spark.master": "local[2,3]", "spark.driver.memory": "3072m"},
+         int(2772 * MIB * 0.6 / 32)),
+        ({"spark.master": "local", "spark.driver.memory": "2g"}, int(1748 * MIB * 0.6 / 16)),
+        ({"spark.master": "local[4]", "spark.driver.memory": "3g", "spark.memory.fraction": "0.3"},
+         int(2772 * MIB * 0.3 / 4 / 16)),
+        # A cluster: the executors' heap and cores, not the driver's; 8 cores when unsaid.
+        ({"spark.master": "spark://h:7077", "spark.driver.memory": "64g",
+          "spark.executor.memory": "4g", "spark.executor.cores": "2"}, int(3796 * MIB * 0.6 / 32)),
+        ({"spark.master": "spark://h:7077", "spark.executor.memory": "4g"},
+         int(3796 * MIB * 0.6 / 8 / 16)),
+        # Never more than 256 MiB; nothing to hash with a heap below Spark's reserve.
+        ({"spark.master": "local[2]", "spark.driver.memory": "64g"}, 256 * MIB),
+        ({"spark.master": "local[2]", "spark.driver.memory": "256m"}, 0),
+    ],
+)  # fmt: skip
+def test_the_hash_join_limit_is_a_share_of_a_tasks_memory(settings, expected):
+    from mqforensics.spark import hash_join_limit
+
+    assert hash_join_limit(settings) == expected
+
+
+def test_local_star_counts_this_machines_cores():
+    from mqforensics.spark import hash_join_limit
+
+    cores = os.cpu_count()
+    expected = int(724 * MIB * 0.6 / cores / 16)
+    assert hash_join_limit({"spark.master": "local[*]", "spark.driver.memory": "1g"}) == expected
