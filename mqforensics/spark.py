@@ -23,6 +23,9 @@ LOOPBACK = "127.0.0.1"
 # cannot spill, so the limit follows the memory a task gets (`hash_join_limit`).
 _HASH_JOIN_LIMIT = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
 HASH_JOIN_LIMIT = 256 * 1024**2
+# Spark hashes only when its target partition size (64 MiB by default) is within that limit
+# too (`DynamicJoinSelection.preferShuffledHashJoin`), so the target is lowered to the limit.
+_PARTITION_TARGET = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
 # Spark's memory a task may use for execution: (heap - 300 MiB reserved) x spark.memory.fraction
 # (UnifiedMemoryManager), shared by the tasks running at once.
 _RESERVED_MEMORY = 300 * 1024**2
@@ -92,6 +95,8 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
     limit = hash_join_limit({key: spark.conf.get(key, None) for key in _MEMORY_SETTINGS})
     spark.conf.set(_HASH_JOIN_LIMIT, str(limit))
+    if _size(spark.conf.get(_PARTITION_TARGET, None) or "64m") > limit:
+        spark.conf.set(_PARTITION_TARGET, str(limit))
     register_data_sources(spark)
     return spark
 

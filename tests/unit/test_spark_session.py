@@ -37,6 +37,29 @@ def test_joins_may_hash_when_every_shuffled_partition_fits_a_tasks_memory(spark)
         "spark.driver.memory": spark.conf.get("spark.driver.memory", None),
     }
     assert int(limit) == hash_join_limit(settings) > 0
+    # Spark hashes only when its partition target is within the limit too.
+    target = spark.conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes")
+    assert int(target.removesuffix("b")) <= int(limit)
+
+
+def test_an_anti_join_of_small_shuffled_partitions_is_hashed_not_sorted(spark):
+    from pyspark.sql import functions as F
+
+    keys = spark.range(0, 20_000, numPartitions=4).select(F.col("id").alias("k"))
+    markers = spark.range(0, 20_000, 2, numPartitions=4).select(F.col("id").alias("k"))
+    names = ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.autoBroadcastJoinThreshold")
+    saved = {name: spark.conf.get(name, None) for name in names}
+    try:
+        for name in names:  # both sides are tiny: they would be sent to every task instead
+            spark.conf.set(name, "-1")
+        live = keys.join(markers, "k", "left_anti")
+        assert len(live.collect()) == 10_000
+        plan = live._jdf.queryExecution().executedPlan().toString()
+    finally:
+        for name, value in saved.items():
+            spark.conf.unset(name) if value is None else spark.conf.set(name, value)
+    final = plan.split("== Initial Plan ==")[0]
+    assert "ShuffledHashJoin" in final and "SortMergeJoin" not in final, plan
 
 
 MIB = 1024**2
