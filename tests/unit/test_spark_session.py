@@ -47,7 +47,10 @@ def test_an_anti_join_of_small_shuffled_partitions_is_hashed_not_sorted(spark):
 
     keys = spark.range(0, 20_000, numPartitions=4).select(F.col("id").alias("k"))
     markers = spark.range(0, 20_000, 2, numPartitions=4).select(F.col("id").alias("k"))
-    names = ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.autoBroadcastJoinThreshold")
+    names = (
+        "spark.sql.autoBroadcastJoinThreshold",
+        "spark.sql.adaptive.autoBroadcastJoinThreshold",
+    )
     saved = {name: spark.conf.get(name, None) for name in names}
     try:
         for name in names:  # both sides are tiny: they would be sent to every task instead
