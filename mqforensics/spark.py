@@ -95,8 +95,9 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
     limit = hash_join_limit({key: spark.conf.get(key, None) for key in _MEMORY_SETTINGS})
     spark.conf.set(_HASH_JOIN_LIMIT, str(limit))
-    if _size(spark.conf.get(_PARTITION_TARGET, None) or "64m") > limit:
-        spark.conf.set(_PARTITION_TARGET, str(limit))
+    target = lowered_partition_target(spark.conf.get(_PARTITION_TARGET, None), limit)
+    if target is not None:
+        spark.conf.set(_PARTITION_TARGET, str(target))
     register_data_sources(spark)
     return spark
 
@@ -122,6 +123,16 @@ def hash_join_limit(settings: Mapping[str, str | None]) -> int:
     fraction = float(settings.get("spark.memory.fraction") or _MEMORY_FRACTION)
     per_task = max(0, heap - _RESERVED_MEMORY) * fraction / max(1, cores or _CLUSTER_CORES)
     return min(HASH_JOIN_LIMIT, int(per_task / _HASH_MAP_SHARE))
+
+
+def lowered_partition_target(current: str | None, limit: int) -> int | None:
+    """The partition target (bytes) a session with hash-join `limit` gets instead of `current`
+    (its ``spark.sql.adaptive.advisoryPartitionSizeInBytes``, 64 MiB when unset): the limit when
+    the target is above it; None to leave it, also when nothing can be hashed (a limit of 0:
+    Spark rejects a target of 0)."""
+    if 0 < limit < _size(current or "64m"):
+        return limit
+    return None
 
 
 def _size(text: str | None) -> int:

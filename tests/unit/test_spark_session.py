@@ -42,6 +42,22 @@ def test_joins_may_hash_when_every_shuffled_partition_fits_a_tasks_memory(spark)
     assert int(target.removesuffix("b")) <= int(limit)
 
 
+@pytest.mark.parametrize(
+    ("current", "limit", "expected"),
+    [
+        (None, 52 * 1024**2, 52 * 1024**2),  # Spark's 64 MiB default, above the limit
+        ("67108864b", 14 * 1024**2, 14 * 1024**2),
+        ("16m", 52 * 1024**2, None),  # a smaller target of the user's is kept
+        ("64m", 256 * 1024**2, None),
+        (None, 0, None),  # a heap below Spark's reserve: nothing hashes, and 0 is no target
+    ],
+)
+def test_the_partition_target_is_lowered_to_a_positive_limit(current, limit, expected):
+    from mqforensics.spark import lowered_partition_target
+
+    assert lowered_partition_target(current, limit) == expected
+
+
 def test_an_anti_join_of_small_shuffled_partitions_is_hashed_not_sorted(spark):
     from pyspark.sql import functions as F
 
