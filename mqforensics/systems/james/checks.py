@@ -62,12 +62,13 @@ class Context:
     # Every view row, narrowed to what the checks read: lazy, read again when a check looks at
     # every row (the orphan check's references, when no separate reference scan was read).
     rows: DataFrame = field(init=False)
-    # Rows and metadata bytes per partition and hour of enqueue (`partition_rollup`), with the
-    # partition's queue starts: kept.
+    # Rows per partition and hour of enqueue (`partition_rollup`), with the partition's queue
+    # starts: kept.
     rollup: DataFrame = field(init=False)
     # Whether `marked` holds every row of a partition before its queue's browse or content
-    # start (the only partitions `unreclaimed_slice` flags), with its addresses: when they are
-    # at most `KEPT_EARLY_ROWS`, so the view need not be read again for them.
+    # start (the only partitions `unreclaimed_slice` flags), with its addresses and
+    # `metadata_bytes`: when they are at most `KEPT_EARLY_ROWS`, so the view need not be read
+    # again for them.
     early_kept: bool = field(init=False)
     # The view rows some check reads one by one, with their `FLAGS` and their queue's browse
     # and content starts: kept.
@@ -239,9 +240,9 @@ def marked_rows(
     with `FLAGS`: ``live`` (its key is among the `_live_keys` `live`: what `classify` calls not
     ``consumed``), ``wrong_bucket`` (null, undecided, for a name that is not ASCII: `Context`
     judges those), ``wrong_slice``, ``early`` (in a partition `_early`, with its ``sender`` and
-    ``recipients``; only when `early`, else false); only rows with some flag set or undecided.
-    The view is read once, each row's key looked up among the live keys (sent to every task
-    when few enough, so the view rows are never shuffled)."""
+    ``recipients`` and its ``metadata_bytes``; only when `early`, else false); only rows with
+    some flag set or undecided. The view is read once, each row's key looked up among the live
+    keys (sent to every task when few enough, so the view rows are never shuffled)."""
     # A row with a null key part has no marker, and is live: told by the flag, so the lookup
     # is a plain equality of two fingerprints (null-safe keys hash four values per row).
     same_key = functools.reduce(
@@ -263,24 +264,26 @@ def marked_rows(
         "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
         "early": F.coalesce(_early(), F.lit(False)) if early else F.lit(False),
     }
-    # Addresses only for the rows `unreclaimed_slice` may count them for.
-    addresses = [F.when(flags["early"], F.col(c)).alias(c) for c in ("sender", "recipients")]
+    # Addresses and bytes only for the rows `unreclaimed_slice` may count them for: the bytes
+    # are computed here, for these few rows, rather than by the rollup for every row (its
+    # collections' strings joined per row took most of a pass over the view: bench/).
+    counted = [F.when(flags["early"], F.col(c)).alias(c) for c in ("sender", "recipients")]
+    counted.append(F.when(flags["early"], metadata_bytes()).alias("metadata_bytes"))
     return rows.select(
         *_AUDIT_COLUMNS,
         *_STARTS,
         *[flag.alias(name) for name, flag in flags.items()],
-        *(addresses if early else []),
+        *(counted if early else []),
     ).where(functools.reduce(operator.or_, [F.coalesce(F.col(n), F.lit(True)) for n in flags]))
 
 
 def partition_rollup(state: JamesState) -> DataFrame:
-    """Every partition's ``rows`` and ``metadata_bytes`` per ``hour`` of enqueue, in one pass
-    over the view: its wide columns are read once, and both the partitions' sizes and the
-    queues' hourly peaks add these up."""
+    """Every partition's ``rows`` per ``hour`` of enqueue, in one pass over the view's narrow
+    columns: the partitions' row counts and the queues' hourly peaks add these up. The bytes
+    a row stores are summed only for the partitions `unreclaimed_slice` may flag, from their
+    rows (`marked_rows`)."""
     hour = F.date_trunc("hour", "enqueuedtime").alias("hour")
-    return state.entries.groupBy(*PARTITION, hour).agg(
-        F.count(F.lit(1)).alias("rows"), F.sum(metadata_bytes()).alias("metadata_bytes")
-    )
+    return state.entries.groupBy(*PARTITION, hour).agg(F.count(F.lit(1)).alias("rows"))
 
 
 def _at_most(frame: DataFrame, limit: int) -> bool:
@@ -368,11 +371,8 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
     partition = PARTITION
-    # Rows and bytes of every partition from the rollup (the wide columns the bytes are
-    # computed from would be read whole even for a few partitions).
-    counts = ctx.rollup.groupBy(*partition, *_STARTS).agg(
-        F.sum("rows").alias("rows"), F.sum("metadata_bytes").alias("metadata_bytes")
-    )
+    # Rows of every partition from the rollup.
+    counts = ctx.rollup.groupBy(*partition, *_STARTS).agg(F.sum("rows").alias("rows"))
     live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
     per_partition = counts.join(live, partition, "left").withColumn(
         "live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long")
@@ -385,16 +385,20 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
     flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
-    # Addresses and blobs are counted in one pass over the rows of the partitions before a
-    # queue's starts (the only ones flagged): the kept early rows, all of them (so the flagged
-    # partitions are computed once, for the findings), or the view read again, filtered by the
-    # flagged partitions sent to every task. Each row's addresses and blob ids are made
-    # distinct per partition, then counted and summed.
+    # Bytes, addresses and blobs are counted in one pass over the rows of the partitions
+    # before a queue's starts (the only ones flagged): the kept early rows, all of them (so the
+    # flagged partitions are computed once, for the findings), or the view read again,
+    # filtered by the flagged partitions sent to every task. Each row's bytes are summed per
+    # partition; its addresses and blob ids are made distinct per partition, then counted and
+    # summed.
     if ctx.early_kept:
         flagged_rows = ctx.marked.where(F.col("early"))
     else:
         keys = F.broadcast(flagged.select(*partition))
-        flagged_rows = ctx.state.entries.join(keys, partition, "left_semi")
+        flagged_rows = ctx.state.entries.join(keys, partition, "left_semi").withColumn(
+            "metadata_bytes", metadata_bytes()
+        )
+    stored = flagged_rows.groupBy(*partition).agg(F.sum("metadata_bytes").alias("metadata_bytes"))
     addresses = F.transform(
         _addresses(), lambda a: F.struct(F.lit("address").alias("kind"), a.alias("value"))
     )
@@ -417,11 +421,15 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         F.count_if(F.col("kind") == "address").alias("addresses"),
         F.sum("blob_size").alias("blob_bytes"),
     )
-    flagged = flagged.join(counted, partition, "left").withColumn(
-        "blob_bytes",
-        F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
-        if blobs is not None
-        else F.lit(None).cast("long"),
+    flagged = (
+        flagged.join(stored, partition)
+        .join(counted, partition, "left")
+        .withColumn(
+            "blob_bytes",
+            F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
+            if blobs is not None
+            else F.lit(None).cast("long"),
+        )
     )
     detail = F.struct(
         "reason",
