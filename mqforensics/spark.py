@@ -6,14 +6,16 @@ Spark Connect; ``MQF_SPARK_MASTER`` (e.g. ``spark://host:7077``) selects a clust
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
+    import pyarrow
     from pyspark.sql import DataFrame, SparkSession
 
 LOOPBACK = "127.0.0.1"
@@ -222,10 +224,23 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str)
 def computed(frame: DataFrame) -> DataFrame:
     """`frame` computed now (kept on the executors); a toolkit error raised in an executor is
     re-raised here as its own type (an `InputError` naming a file, not a Java traceback)."""
+    with typed_errors():
+        return frame.localCheckpoint(eager=True)
+
+
+def collected(frame: DataFrame) -> pyarrow.Table:
+    """`frame`'s rows on the driver, as Arrow, by one job; errors typed as by `computed`."""
+    with typed_errors():
+        return frame.toArrow()
+
+
+@contextlib.contextmanager
+def typed_errors() -> Iterator[None]:
+    """A toolkit error raised in an executor by a job run within, re-raised as its own type."""
     from mqforensics import errors
 
     try:
-        return frame.localCheckpoint(eager=True)
+        yield
     except Exception as exc:
         explained = errors.explain(exc)
         if explained is None:
