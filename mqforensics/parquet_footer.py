@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyarrow
+    import pyarrow.parquet
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 # More data files than this are left to Spark (it reads one footer; this reads them all).
@@ -48,8 +50,9 @@ def data_files(path: Path) -> list[Path] | None:
 
 
 def spark_schema(path: Path) -> StructType | None:
-    """The schema Spark stored in every data file's footer at `path`, if they all hold the same
-    one (see the module docstring); None otherwise."""
+    """The schema Spark infers for the table at `path`, when every data file's footer tells
+    the same one (see the module docstring): the schema Spark stored there, or, in files
+    another tool wrote, their Parquet schema when `_parquet_schema` maps it; None otherwise."""
     import pyarrow.parquet as pq
     from pyspark.sql.types import StructType
 
@@ -57,21 +60,94 @@ def spark_schema(path: Path) -> StructType | None:
     if files is None or len(files) > MAX_FOOTERS:
         return None
     stored = set()
+    schemas = []
     for file in files:
         try:
-            metadata = pq.read_metadata(file).metadata or {}
+            metadata = pq.read_metadata(file)
         except (OSError, ValueError):
             return None  # Spark reads it, and says what is wrong
-        if SPARK_SCHEMA_KEY not in metadata:
-            return None
-        stored.add(metadata[SPARK_SCHEMA_KEY])
+        stored.add((metadata.metadata or {}).get(SPARK_SCHEMA_KEY))
+        schemas.append(metadata.schema)
     if len(stored) != 1:
         return None
+    spark_json = stored.pop()
+    if spark_json is None:
+        same = all(schema.equals(schemas[0]) for schema in schemas[1:])
+        return _parquet_schema(schemas[0]) if same else None
     try:
-        schema = StructType.fromJson(json.loads(stored.pop()))
+        schema = StructType.fromJson(json.loads(spark_json))
     except (ValueError, KeyError, TypeError):
         return None
     return schema
+
+
+def _parquet_schema(schema: pyarrow.parquet.ParquetSchema) -> StructType | None:
+    """The Spark schema of a Parquet schema written without Spark's (ParquetToSparkSchemaConverter
+    at default settings), when every column is one `_leaf_type` maps and every group is a
+    struct, a list or a map; None otherwise. Nullability is not kept: Spark reads every file
+    column as nullable."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    # Parquet's own types as Arrow sees them (no Arrow schema stored by a writer), and its leaf
+    # columns in the same depth-first order, to check each leaf's physical type.
+    arrow = schema.to_arrow_schema()
+    leaves = iter(range(len(schema)))
+
+    def convert(kind: pyarrow.DataType) -> DataType | None:
+        import pyarrow as pa
+
+        if pa.types.is_struct(kind):
+            fields = [
+                (kind.field(i).name, convert(kind.field(i).type)) for i in range(kind.num_fields)
+            ]
+            if any(t is None for _, t in fields):
+                return None
+            return StructType([StructField(n, t, True) for n, t in fields])
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            element = convert(kind.value_type)
+            return None if element is None else ArrayType(element, True)
+        if pa.types.is_map(kind):
+            key, value = convert(kind.key_type), convert(kind.item_type)
+            return None if key is None or value is None else MapType(key, value, True)
+        column = schema.column(next(leaves))
+        logical = json.loads(column.logical_type.to_json())
+        return _leaf_type(column.physical_type, logical, kind)
+
+    fields = [(f.name, convert(f.type)) for f in arrow]
+    if any(t is None for _, t in fields):
+        return None
+    return StructType([StructField(n, t, True) for n, t in fields])
+
+
+def _leaf_type(physical: str, logical: dict[str, Any], arrow: pyarrow.DataType) -> DataType | None:
+    """The Spark type of a Parquet leaf column Spark reads plainly (strings, binary, booleans,
+    signed integers, floating point, dates, decimals, instants); None for the rest (unsigned
+    integers, timestamps not adjusted to UTC or in nanoseconds, intervals...)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    kind = logical.get("Type")
+    width = logical.get("bitWidth") if kind == "Int" and logical.get("isSigned") else None
+    plain = _spark_type(physical, logical)
+    if plain is not None:
+        return {"string": T.StringType(), "int": T.IntegerType(), "timestamp": T.TimestampType()}[
+            plain
+        ]
+    if kind == "Decimal" and physical in ("INT32", "INT64", "FIXED_LEN_BYTE_ARRAY", "BYTE_ARRAY"):
+        return T.DecimalType(int(logical["precision"]), int(logical["scale"]))
+    if physical == "BYTE_ARRAY" and kind == "None" and pa.types.is_binary(arrow):
+        return T.BinaryType()
+    if physical == "INT32" and width in (8, 16):
+        return T.ByteType() if width == 8 else T.ShortType()
+    if physical == "INT32" and kind == "Date":
+        return T.DateType()
+    if physical == "INT64" and (kind == "None" or width == 64):
+        return T.LongType()
+    if kind == "None":
+        return {"BOOLEAN": T.BooleanType(), "FLOAT": T.FloatType(), "DOUBLE": T.DoubleType()}.get(
+            physical
+        )
+    return None
 
 
 def row_count(path: Path) -> int | None:

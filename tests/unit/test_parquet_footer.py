@@ -41,13 +41,61 @@ def test_a_single_file_has_its_footer_read(spark, tmp_path):
     assert parquet_footer.spark_schema(single) == spark.read.parquet(str(path)).schema
 
 
+ARROW_TYPES = {
+    "name": pa.string(),
+    "big": pa.large_string(),
+    "blob": pa.binary(),
+    "flag": pa.bool_(),
+    "tiny": pa.int8(),
+    "small": pa.int16(),
+    "bucket": pa.int32(),
+    "count": pa.int64(),
+    "ratio": pa.float32(),
+    "share": pa.float64(),
+    "day": pa.date32(),
+    "amount": pa.decimal128(12, 3),
+    "at": pa.timestamp("us", tz="UTC"),
+    "at_ms": pa.timestamp("ms", tz="Europe/Paris"),
+    "recipients": pa.list_(pa.string()),
+    "attributes": pa.map_(pa.string(), pa.binary()),
+    "headers": pa.list_(pa.struct([("_1", pa.string()), ("_2", pa.string()), ("_3", pa.string())])),
+    "nested": pa.struct([("ids", pa.list_(pa.int64())),
+                         ("more", pa.map_(pa.string(), pa.list_(pa.int32())))]),
+}  # fmt: skip
+
+
+def test_a_table_written_by_another_tool_gets_the_schema_spark_infers(spark, tmp_path):
+    """pyarrow's files (no schema of Spark's in the footer): mapped from the Parquet schema,
+    exactly as Spark's own inference maps it, so no job infers it."""
+    path = tmp_path / "arrow.parquet"
+    path.mkdir()
+    table = pa.table({n: pa.nulls(2, t) for n, t in ARROW_TYPES.items()})
+    for part in range(2):
+        pq.write_table(table, path / f"part-{part}.parquet")
+    schema = parquet_footer.spark_schema(path)
+    assert schema is not None and len(schema.fields) == len(ARROW_TYPES)
+    assert schema == spark.read.parquet(str(path)).schema
+    assert parquet_footer.read(spark, path).count() == 4
+    # INT96 instants, as older writers store them, are timestamps to Spark.
+    legacy = tmp_path / "int96.parquet"
+    at = pa.table({"at": pa.array([dt.datetime(2026, 11, 1)], pa.timestamp("us"))})
+    pq.write_table(at, legacy, use_deprecated_int96_timestamps=True)
+    assert parquet_footer.spark_schema(legacy) == spark.read.parquet(str(legacy)).schema
+
+
 def test_anything_else_is_left_to_spark(spark, tmp_path):
-    # Written by another tool: no schema of Spark's in the footer.
+    # Written by another tool with a type read by a setting of Spark's or not plainly: unsigned
+    # integers, local date-times, nanoseconds; and files whose Parquet schemas differ.
+    for name, kind in [("u", pa.uint32()), ("local", pa.timestamp("us")),
+                       ("ns", pa.timestamp("ns", tz="UTC"))]:  # fmt: skip
+        other = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({"name": ["a"], name: pa.nulls(1, kind)}), other)
+        assert parquet_footer.spark_schema(other) is None, name
     other = tmp_path / "arrow.parquet"
     other.mkdir()
     pq.write_table(pa.table({"name": ["a", "b"]}), other / "part-0.parquet")
+    pq.write_table(pa.table({"name": [1]}), other / "part-1.parquet")
     assert parquet_footer.spark_schema(other) is None
-    assert [r.name for r in parquet_footer.read(spark, other).collect()] == ["a", "b"]
     # Files whose stored schemas differ: Spark picks one footer, we do not guess which.
     mixed = written_by_spark(spark, tmp_path / "mixed.parquet")
     narrow = written_by_spark(spark, tmp_path / "narrow.parquet", [("b",)], "name string")
