@@ -371,73 +371,31 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
     personal data (addresses, headers) kept long after the mail left the queue."""
     partition = PARTITION
-    # Rows of every partition from the rollup.
-    counts = ctx.rollup.groupBy(*partition, *_STARTS).agg(F.sum("rows").alias("rows"))
-    live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
-    per_partition = counts.join(live, partition, "left").withColumn(
-        "live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long")
-    )
-    trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
-    all_consumed = F.col("live_rows") == 0
-    reason = (
-        F.when(c.isNotNull() & (trs < c), "before_content_start")
-        .when(c.isNotNull() & (trs >= c) & (trs < b) & all_consumed, "cleanup_pending")
-        .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
-    )
-    flagged = per_partition.withColumn("reason", reason).where(F.col("reason").isNotNull())
-    # Bytes, addresses and blobs are counted in one pass over the rows of the partitions
-    # before a queue's starts (the only ones flagged): the kept early rows, all of them (so the
-    # flagged partitions are computed once, for the findings), or the view read again,
-    # filtered by the flagged partitions sent to every task. Each row's bytes are summed per
-    # partition; its addresses and blob ids are made distinct per partition, then counted and
-    # summed.
+    # Only partitions before a queue's browse or content start are flagged. When their rows
+    # are kept (all of them, with their live flags), the partitions are counted, flagged and
+    # measured from those rows alone, in one aggregation. Otherwise (a never-cleaned queue)
+    # the partitions are flagged from the rollup's row counts and the live rows, and the rows
+    # of the flagged ones read again from the view, filtered by them sent to every task.
     if ctx.early_kept:
-        flagged_rows = ctx.marked.where(F.col("early"))
+        rows = ctx.marked.where(F.col("early"))
+        flagged = _flagged(_partition_contents(ctx, rows, [*partition, *_STARTS]))
     else:
+        counts = ctx.rollup.groupBy(*partition, *_STARTS).agg(F.sum("rows").alias("rows"))
+        live = ctx.live.groupBy(*partition).agg(F.count(F.lit(1)).alias("live_rows"))
+        flagged = _flagged(counts.join(live, partition, "left"))
         keys = F.broadcast(flagged.select(*partition))
-        flagged_rows = ctx.state.entries.join(keys, partition, "left_semi").withColumn(
-            "metadata_bytes", metadata_bytes()
+        rows = ctx.state.entries.join(keys, partition, "left_semi").select(
+            *partition, *_BLOB_IDS, "sender", "recipients", metadata_bytes().alias("metadata_bytes")
         )
-    stored = flagged_rows.groupBy(*partition).agg(F.sum("metadata_bytes").alias("metadata_bytes"))
-    addresses = F.transform(
-        _addresses(), lambda a: F.struct(F.lit("address").alias("kind"), a.alias("value"))
-    )
-    blob_ids = F.array(
-        *[F.struct(F.lit("blob").alias("kind"), F.col(c).alias("value")) for c in _BLOB_IDS]
-    )
-    items = flagged_rows.select(*partition, F.inline(F.concat(addresses, blob_ids))).where(
-        F.col("value").isNotNull()
-    )
-    blobs = ctx.state.blobs
-    if blobs is not None:
-        # A listed blob's size (the largest, should a key be listed twice); blobs already gone
-        # have none and count for nothing.
-        sizes = blobs.select("key", F.col("size").alias("blob_size"))
-        is_blob = (F.col("kind") == "blob") & (F.col("value") == F.col("key"))
-        items = items.join(ctx.sent_if_few_blobs(sizes), is_blob, "left")
-    size = F.max("blob_size" if blobs is not None else F.lit(0))
-    distinct = items.groupBy(*partition, "kind", "value").agg(size.alias("blob_size"))
-    counted = distinct.groupBy(*partition).agg(
-        F.count_if(F.col("kind") == "address").alias("addresses"),
-        F.sum("blob_size").alias("blob_bytes"),
-    )
-    flagged = (
-        flagged.join(stored, partition)
-        .join(counted, partition, "left")
-        .withColumn(
-            "blob_bytes",
-            F.coalesce(F.col("blob_bytes"), F.lit(0)).cast("long")
-            if blobs is not None
-            else F.lit(None).cast("long"),
-        )
-    )
+        contents = _partition_contents(ctx, rows, partition).drop("rows", "live_rows")
+        flagged = flagged.join(contents, partition)
     detail = F.struct(
         "reason",
         "rows",
         "live_rows",
         "metadata_bytes",
         "blob_bytes",
-        F.coalesce(F.col("addresses"), F.lit(0)).alias("addresses"),
+        "addresses",
         _iso("browsestart").alias("browse_start"),
         _iso("contentstart").alias("content_start"),
     )
@@ -450,6 +408,84 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         ctx.as_of,
         detail,
         F.col("metadata_bytes") + F.coalesce(F.col("blob_bytes"), F.lit(0)),
+    )
+
+
+def _flagged(partitions: DataFrame) -> DataFrame:
+    """`partitions` (with ``rows``, ``live_rows`` and their queue's starts) that
+    `unreclaimed_slice` flags, with their ``reason``."""
+    trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
+    all_consumed = F.coalesce(F.col("live_rows"), F.lit(0)) == 0
+    reason = (
+        F.when(c.isNotNull() & (trs < c), "before_content_start")
+        .when(c.isNotNull() & (trs >= c) & (trs < b) & all_consumed, "cleanup_pending")
+        .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
+    )
+    return (
+        partitions.withColumn("live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long"))
+        .withColumn("reason", reason)
+        .where(F.col("reason").isNotNull())
+    )
+
+
+def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataFrame:
+    """Per partition (grouped by `keys`) of `rows`: its ``rows``, ``live_rows`` (of rows with a
+    ``live`` column), ``metadata_bytes`` (summed), ``addresses`` (distinct senders and
+    recipients) and ``blob_bytes`` (the listed sizes of its distinct blob ids, null without a
+    listing). Every row gives items, made distinct per partition, then counted and summed: its
+    addresses, its blob ids, and one item of its own with its bytes and live flag."""
+    live = F.col("live") if "live" in rows.columns else F.lit(None).cast("boolean")
+    item = F.struct(
+        F.lit("row").alias("kind"),
+        F.lit(None).cast("string").alias("value"),
+        F.col("metadata_bytes").alias("row_bytes"),
+        live.alias("row_live"),
+    )
+    addresses = F.transform(
+        _addresses(),
+        lambda a: F.struct(
+            F.lit("address").alias("kind"),
+            a.alias("value"),
+            F.lit(None).cast("long").alias("row_bytes"),
+            F.lit(None).cast("boolean").alias("row_live"),
+        ),
+    )
+    blob_ids = F.array(
+        *[
+            F.struct(
+                F.lit("blob").alias("kind"),
+                F.col(c).alias("value"),
+                F.lit(None).cast("long").alias("row_bytes"),
+                F.lit(None).cast("boolean").alias("row_live"),
+            )
+            for c in _BLOB_IDS
+        ]
+    )
+    items = rows.select(*keys, F.inline(F.concat(F.array(item), addresses, blob_ids))).where(
+        F.col("value").isNotNull() | (F.col("kind") == "row")
+    )
+    blobs = ctx.state.blobs
+    if blobs is not None:
+        # A listed blob's size (the largest, should a key be listed twice); blobs already gone
+        # have none and count for nothing.
+        sizes = blobs.select("key", F.col("size").alias("blob_size"))
+        is_blob = (F.col("kind") == "blob") & (F.col("value") == F.col("key"))
+        items = items.join(ctx.sent_if_few_blobs(sizes), is_blob, "left")
+    size = F.max("blob_size" if blobs is not None else F.lit(0))
+    distinct = items.groupBy(*keys, "kind", "value").agg(
+        size.alias("blob_size"),
+        F.sum("row_bytes").alias("row_bytes"),
+        F.count_if(F.col("kind") == "row").alias("rows"),
+        F.count_if(F.col("row_live")).alias("live_rows"),
+    )
+    return distinct.groupBy(*keys).agg(
+        F.sum("rows").alias("rows"),
+        F.sum("live_rows").alias("live_rows"),
+        F.sum("row_bytes").alias("metadata_bytes"),
+        F.count_if(F.col("kind") == "address").alias("addresses"),
+        (F.coalesce(F.sum("blob_size"), F.lit(0)) if blobs is not None else F.lit(None))
+        .cast("long")
+        .alias("blob_bytes"),
     )
 
 
