@@ -112,6 +112,14 @@ class Context:
             return self.state.blob_rows <= BROADCAST_ROWS
         return _at_most(blobs, BROADCAST_ROWS)
 
+    def listed_sizes(self) -> DataFrame:
+        """Every listed blob's ``key`` and ``listed_size`` (0 for none), `sent_if_few_blobs`:
+        the one frame `unreclaimed_slice` and `dangling_blob_ref` join with, so that in one
+        query the listing is sent to every task once (Spark reuses an identical exchange)."""
+        assert self.state.blobs is not None
+        size = F.coalesce(F.col("size"), F.lit(0)).cast("long").alias("listed_size")
+        return self.sent_if_few_blobs(self.state.blobs.select("key", size))
+
     def sent_if_few_blobs(self, frame: DataFrame) -> DataFrame:
         """`frame` (at most a row per listed blob) sent to every task when the listing is small
         (`few_blobs`), so the frame it is joined with is not shuffled; as it is otherwise."""
@@ -468,10 +476,9 @@ def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataF
     if blobs is not None:
         # A listed blob's size (the largest, should a key be listed twice); blobs already gone
         # have none and count for nothing.
-        sizes = blobs.select("key", F.col("size").alias("blob_size"))
         is_blob = (F.col("kind") == "blob") & (F.col("value") == F.col("key"))
-        items = items.join(ctx.sent_if_few_blobs(sizes), is_blob, "left")
-    size = F.max("blob_size" if blobs is not None else F.lit(0))
+        items = items.join(ctx.listed_sizes(), is_blob, "left")
+    size = F.max("listed_size" if blobs is not None else F.lit(0))
     distinct = items.groupBy(*keys, "kind", "value").agg(
         size.alias("blob_size"),
         F.sum("row_bytes").alias("row_bytes"),
@@ -632,11 +639,11 @@ def dangling_blob_ref(ctx: Context) -> DataFrame:
     blobs = ctx.state.blobs
     if blobs is None:
         return findings.empty(ctx.state.entries.sparkSession)
-    keys = ctx.sent_if_few_blobs(blobs.select("key"))
     # Each live row's blob ids (header first), those the listing lacks, gathered per row.
     row = ["queuename", "timerangestart", "bucketid", "enqueueid", "name"]
     ids = ctx.live.select(*row, F.posexplode(F.array(*_BLOB_IDS)).alias("position", "key"))
-    gone = ids.where(F.col("key").isNotNull()).join(keys, "key", "left_anti")
+    listed = ids.where(F.col("key").isNotNull()).join(ctx.listed_sizes(), "key", "left")
+    gone = listed.where(F.col("listed_size").isNull())
     dangling = gone.groupBy(*row).agg(
         F.array_sort(F.collect_list(F.struct("position", "key")))["key"].alias("missing")
     )
