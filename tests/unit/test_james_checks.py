@@ -269,9 +269,14 @@ def test_config_history_violations(spark, planted):
 
 def test_advice_follows_the_peak_rate(spark):
     b = Builder()
-    for minute in range(50):  # 50 mails in one hour on spool
-        b.mail("spool", at(21, 10), at(21, 10, minute))
-    state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 10)}, [(0, 3600, 1, 1000)])
+    # 50 mails in one hour on spool, in two buckets and two half-hour slices (the hour's
+    # partitions add up), and 30 in the hour before.
+    for minute in range(50):
+        slice_start = at(21, 10, 30 if minute >= 30 else 0)
+        b.mail("spool", slice_start, at(21, 10, minute), bucket=minute % 2)
+    for minute in range(30):
+        b.mail("spool", at(21, 9), at(21, 9, minute), bucket=minute % 2)
+    state = b.state(spark, {"spool": at(21, 9)}, {"spool": at(21, 9)}, [(0, 3600, 2, 1000)])
     detail = json.loads(run_checks(state, only=["config_advice"]).collect()[0].detail)
     assert detail["peak_mails_per_hour"] == 50
     assert detail["recommended_slice_window_seconds"] == 3600  # 50/h fits one slice easily

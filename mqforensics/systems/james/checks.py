@@ -781,17 +781,11 @@ def _divisors(n: int) -> list[int]:
 def config_advice(ctx: Context) -> DataFrame:
     """Settings that fit the observed traffic: slices of about 10,000 mails (ADR 31), and a
     browse-start update about once per slice (rabbitmq.properties guidance)."""
-    peaks = (
-        ctx.rollup.groupBy("queuename", "hour")
-        .agg(F.sum("rows").alias("count"))
-        .groupBy("queuename")
-        .agg(F.max("count").alias("peak"))
-        .collect()
-    )
     current = ctx.history[-1]
     rows = []
-    for row in sorted(peaks, key=lambda r: r.queuename):
-        peak = int(row.peak)
+    peaks = _hourly_peaks(ctx.rollup)
+    for queue in sorted(peaks, key=lambda q: (q is not None, q or "")):
+        peak = peaks[queue]
         fits = [d for d in _divisors(current.window) if peak * d / 3600 <= MAILS_PER_SLICE_TARGET]
         window = max(fits) if fits else 1
         buckets = current.bucket_count
@@ -800,7 +794,7 @@ def config_advice(ctx: Context) -> DataFrame:
         pace = max(1, round(peak * window / 3600))
         rows.append(
             findings.Finding(
-                "config_advice", "info", SYSTEM, row.queuename, "queue", row.queuename,
+                "config_advice", "info", SYSTEM, queue, "queue", queue,
                 ctx.as_of, None,
                 {
                     "peak_mails_per_hour": peak,
@@ -814,6 +808,22 @@ def config_advice(ctx: Context) -> DataFrame:
             )
         )  # fmt: skip
     return findings.to_frame(ctx.state.entries.sparkSession, rows)
+
+
+def _hourly_peaks(rollup: DataFrame) -> dict[str, int]:
+    """Each queue's most mails enqueued in one hour, from the kept rollup: its rows (a few per
+    partition) are fetched by one job and added up here, rather than by two shuffles."""
+    from mqforensics.spark import collected
+
+    hourly: dict[tuple[str, object], int] = {}
+    table = collected(rollup.select("queuename", "hour", "rows"))
+    columns = [table.column(c).to_pylist() for c in table.column_names]
+    for queue, hour, count in zip(*columns, strict=True):
+        hourly[(queue, hour)] = hourly.get((queue, hour), 0) + count
+    peaks: dict[str, int] = {}
+    for (queue, _), count in hourly.items():
+        peaks[queue] = max(peaks.get(queue, 0), count)
+    return peaks
 
 
 Check = Callable[[Context], "DataFrame"]
