@@ -5,9 +5,11 @@ the schema its own writer stored in the footer's key-value metadata
 (``org.apache.spark.sql.parquet.row.metadata``; ``ParquetFileFormat.readSchemaFromFooter``).
 `spark_schema` reads that same key on the driver (pyarrow reads only the footer): when every
 data file of the table holds the same one, it is exactly the schema Spark would infer, and
-`read` hands it to Spark, so no job runs. Anything else (no such key, files that differ,
-summary or partition directories, an unreadable footer) is left to Spark's own inference, as
-if this module did not exist.
+`read` hands it to Spark, so no job runs. Files another tool wrote (no such key in any of them)
+get the schema Spark's converter makes of their shared Parquet schema, where every column is of
+a type it maps plainly (`_parquet_schema`). Anything else (files that differ, a type Spark
+reads by a setting of its own, summary or partition directories, an unreadable footer) is left
+to Spark's own inference, as if this module did not exist.
 
 `small_rows` reads the rows of a small table of plain columns (strings, 32-bit integers,
 timestamps) on the driver, as Spark's reader would give them, for a table held in the query
