@@ -99,12 +99,7 @@ def _parquet_schema(schema: pyarrow.parquet.ParquetSchema) -> StructType | None:
         import pyarrow as pa
 
         if pa.types.is_struct(kind):
-            fields = [
-                (kind.field(i).name, convert(kind.field(i).type)) for i in range(kind.num_fields)
-            ]
-            if any(t is None for _, t in fields):
-                return None
-            return StructType([StructField(n, t, True) for n, t in fields])
+            return fields_of([kind.field(i) for i in range(kind.num_fields)])
         if pa.types.is_list(kind) or pa.types.is_large_list(kind):
             element = convert(kind.value_type)
             return None if element is None else ArrayType(element, True)
@@ -115,10 +110,16 @@ def _parquet_schema(schema: pyarrow.parquet.ParquetSchema) -> StructType | None:
         logical = json.loads(column.logical_type.to_json())
         return _leaf_type(column.physical_type, logical, kind)
 
-    fields = [(f.name, convert(f.type)) for f in arrow]
-    if any(t is None for _, t in fields):
-        return None
-    return StructType([StructField(n, t, True) for n, t in fields])
+    def fields_of(members: list[pyarrow.Field]) -> StructType | None:
+        fields = []
+        for member in members:
+            converted = convert(member.type)
+            if converted is None:
+                return None
+            fields.append(StructField(member.name, converted, True))
+        return StructType(fields)
+
+    return fields_of(list(arrow))
 
 
 def _leaf_type(physical: str, logical: dict[str, Any], arrow: pyarrow.DataType) -> DataType | None:
