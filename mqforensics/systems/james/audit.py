@@ -233,9 +233,11 @@ _FINDINGS_ORDER = ("check", "queue", "subject")
 
 def _sorted(table: pyarrow.Table, columns: tuple[str, ...]) -> pyarrow.Table:
     """`table`'s rows ordered by `columns`, nulls first (as Spark sorts ascending)."""
+    import pyarrow as pa
+
     keys = list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
     order = sorted(range(len(keys)), key=lambda i: [(v is not None, v) for v in keys[i]])
-    return table.take(order)
+    return table.take(pa.array(order, pa.int64()))
 
 
 def summarise(rows: list[dict[str, Any]]) -> str:

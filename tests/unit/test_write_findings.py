@@ -1,0 +1,42 @@
+"""Findings written by `write_findings`: one job's rows, sorted as Spark sorts, in both files."""
+
+import datetime as dt
+import json
+
+from mqforensics import findings
+from mqforensics.systems.james.audit import write_findings
+
+AT = dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
+
+
+def test_findings_are_sorted_nulls_first_in_both_files(spark, tmp_path):
+    made = [
+        findings.Finding("stuck_mail", "error", "james", "spool", "mail", "b", AT, 7, {"n": 1}),
+        findings.Finding("orphaned_blob", "info", "james", None, "blob", "k2", AT, 9),
+        findings.Finding("stuck_mail", "error", "james", "outgoing", "mail", "c", None, None),
+        findings.Finding("orphaned_blob", "info", "james", None, "blob", "k1", AT, 3),
+        findings.Finding("stuck_mail", "error", "james", "spool", "mail", "a", AT, 1),
+    ]
+    rows = write_findings(findings.to_frame(spark, made), tmp_path)
+    order = [(r["check"], r["queue"], r["subject"]) for r in rows]
+    assert order == [
+        ("orphaned_blob", None, "k1"), ("orphaned_blob", None, "k2"),
+        ("stuck_mail", "outgoing", "c"), ("stuck_mail", "spool", "a"), ("stuck_mail", "spool", "b"),
+    ]  # fmt: skip
+    assert rows[3]["observed_at"] == "2026-11-01T10:00:00Z" and rows[2]["observed_at"] is None
+    assert rows[4]["detail"] == {"n": 1} and rows[4]["bytes"] == 7
+    assert json.loads((tmp_path / "findings.json").read_text()) == rows
+    parquet = tmp_path / "findings.parquet"
+    assert parquet.is_dir() and not list(tmp_path.glob(".*.tmp"))
+    back = spark.read.parquet(str(parquet))
+    assert (
+        back.schema.simpleString()
+        == spark.createDataFrame([], findings.SCHEMA).schema.simpleString()
+    )
+    assert [(r.check, r.queue, r.subject) for r in back.collect()] == order
+
+
+def test_no_findings_are_two_empty_files(spark, tmp_path):
+    assert write_findings(findings.empty(spark), tmp_path) == []
+    assert json.loads((tmp_path / "findings.json").read_text()) == []
+    assert spark.read.parquet(str(tmp_path / "findings.parquet")).count() == 0
