@@ -423,17 +423,16 @@ def _flagged(partitions: DataFrame) -> DataFrame:
     """`partitions` (with ``rows``, ``live_rows`` and their queue's starts) that
     `unreclaimed_slice` flags, with their ``reason``."""
     trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
-    all_consumed = F.coalesce(F.col("live_rows"), F.lit(0)) == 0
+    all_consumed = F.col("live_rows") == 0
     reason = (
         F.when(c.isNotNull() & (trs < c), "before_content_start")
         .when(c.isNotNull() & (trs >= c) & (trs < b) & all_consumed, "cleanup_pending")
         .when(c.isNull() & (trs < b) & all_consumed, "never_cleaned")
     )
-    return (
-        partitions.withColumn("live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long"))
-        .withColumn("reason", reason)
-        .where(F.col("reason").isNotNull())
+    counted = partitions.withColumn(
+        "live_rows", F.coalesce(F.col("live_rows"), F.lit(0)).cast("long")
     )
+    return counted.withColumn("reason", reason).where(F.col("reason").isNotNull())
 
 
 def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataFrame:
@@ -442,34 +441,11 @@ def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataF
     recipients) and ``blob_bytes`` (the listed sizes of its distinct blob ids, null without a
     listing). Every row gives items, made distinct per partition, then counted and summed: its
     addresses, its blob ids, and one item of its own with its bytes and live flag."""
-    live = F.col("live") if "live" in rows.columns else F.lit(None).cast("boolean")
-    item = F.struct(
-        F.lit("row").alias("kind"),
-        F.lit(None).cast("string").alias("value"),
-        F.col("metadata_bytes").alias("row_bytes"),
-        live.alias("row_live"),
-    )
-    addresses = F.transform(
-        _addresses(),
-        lambda a: F.struct(
-            F.lit("address").alias("kind"),
-            a.alias("value"),
-            F.lit(None).cast("long").alias("row_bytes"),
-            F.lit(None).cast("boolean").alias("row_live"),
-        ),
-    )
-    blob_ids = F.array(
-        *[
-            F.struct(
-                F.lit("blob").alias("kind"),
-                F.col(c).alias("value"),
-                F.lit(None).cast("long").alias("row_bytes"),
-                F.lit(None).cast("boolean").alias("row_live"),
-            )
-            for c in _BLOB_IDS
-        ]
-    )
-    items = rows.select(*keys, F.inline(F.concat(F.array(item), addresses, blob_ids))).where(
+    live = F.col("live") if "live" in rows.columns else F.lit(None)
+    row = _item("row", F.lit(None), F.col("metadata_bytes"), live)
+    addresses = F.transform(_addresses(), lambda a: _item("address", a))
+    blob_ids = F.array(*[_item("blob", F.col(c)) for c in _BLOB_IDS])
+    items = rows.select(*keys, F.inline(F.concat(F.array(row), addresses, blob_ids))).where(
         F.col("value").isNotNull() | (F.col("kind") == "row")
     )
     blobs = ctx.state.blobs
@@ -493,6 +469,18 @@ def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataF
         (F.coalesce(F.sum("blob_size"), F.lit(0)) if blobs is not None else F.lit(None))
         .cast("long")
         .alias("blob_bytes"),
+    )
+
+
+def _item(
+    kind: str, value: Column, row_bytes: Column | None = None, row_live: Column | None = None
+) -> Column:
+    """One item `_partition_contents` counts: an address, a blob id, or a row's own."""
+    return F.struct(
+        F.lit(kind).alias("kind"),
+        value.cast("string").alias("value"),
+        (F.lit(None) if row_bytes is None else row_bytes).cast("long").alias("row_bytes"),
+        (F.lit(None) if row_live is None else row_live).cast("boolean").alias("row_live"),
     )
 
 
