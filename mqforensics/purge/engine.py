@@ -9,13 +9,24 @@ The engine knows *how* a purge stays safe, never *what* a kind of action does:
 * for each action, in ``seq`` order, it skips what the journal already finished, re-verifies the
   precondition against live state (drift becomes a ``skipped`` record with the reason), and
   brackets the executor's idempotent `apply` with ``started``/``done`` records;
-* after the last action it checks every done target is gone and compares the census.
+* after the last action it checks every done target is gone and compares the census; a rerun of
+  a purge whose journal already holds every outcome and a clean verification writes nothing.
 
-Transient server errors are retried (`retry.call_with_retries`); a server that stays away or a
-refused login stops the run with a typed error after the journal is consistent, so a rerun
-resumes where it stopped. Executors bracket every destructive call with
-`Operations.destructive`/`Operations.completed`, which apply the rate limit and mark crash points
-for the fault-injection tests (`faults`).
+**The last check is the last step before every destructive call.** Executors never call a
+destructive operation on their own: they hand `Operations.destructive` the live check of exactly
+that call, and it takes the rate slot (the only wait), *then* runs the check, then returns, so the
+executor's very next statement is the delete. A check that fails raises `TargetChanged`, which the
+engine journals as a ``skipped`` action with the reason. Retries (`retry.call_with_retries`) wrap
+the whole `apply`, so a retried delete goes through its wait and its check again. Where the target
+system offers a conditional delete (S3 ``If-Match``, Redis ``WATCH``, a Cassandra write timestamp
+or lightweight transaction, an IMAP rights removal, a rename before the unlink) the executor uses
+it as the last line of defence and raises `TargetChanged` when it refuses; docs/retention.md says
+each executor's remaining window.
+
+Transient server errors are retried; a server that stays away or a refused login stops the run
+with a typed error after the journal is consistent, so a rerun resumes where it stopped. Crash
+points for the fault-injection tests (`faults`) are marked at the rate slot, right before and
+right after every destructive call, and after every journal record.
 """
 
 from __future__ import annotations
@@ -73,24 +84,43 @@ class Verdict:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class Operations:
-    """Handed to `Executor.apply`, which calls it around every destructive server call.
+class TargetChanged(Exception):
+    """The live target no longer matches the plan at its last check (or the system's conditional
+    delete refused it): the engine journals the action as ``skipped`` with `reason`."""
 
-    `destructive(label)` right before the call waits for the rate limiter and marks a crash
-    point; `completed(label)` right after marks another. Labels name the step, e.g.
-    ``"delete partition"``, and appear in fault traces.
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Operations:
+    """Handed to `Executor.apply`; the only way an executor may start a destructive call.
+
+    ``if ops.destructive(label, check): <the destructive call>; ops.completed(label)``:
+    `destructive` takes the rate slot (waiting if needed), then runs `check`, the live
+    precondition of exactly this call, and marks a crash point. It returns False when the check
+    finds the target already gone (skip the call), raises `TargetChanged` when the precondition
+    no longer holds, and True when the call may go ahead, at once: nothing that waits may come
+    between it and the call. Labels name the step (``"delete partition"``) in fault traces.
     """
 
     def __init__(self, limiter: RateLimiter | None = None) -> None:
         self._limiter = limiter or RateLimiter(None)
         self.count = 0
 
-    def destructive(self, label: str) -> None:
+    def destructive(self, label: str, check: Callable[[], Verdict]) -> bool:
+        faults.point(f"rate slot {label}")
         self._limiter.acquire()
-        self.count += 1
+        verdict = check()
+        if verdict.already_done:
+            return False
+        if not verdict.ok:
+            raise TargetChanged(verdict.reason or "changed since it was verified")
         faults.point(f"before {label}")
+        return True
 
     def completed(self, label: str) -> None:
+        self.count += 1
         faults.point(f"after {label}")
 
 
@@ -115,7 +145,12 @@ class Executor(Protocol):
         ...
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
-        """Perform the action, idempotently (it may be half done); say what was removed."""
+        """Perform the action, idempotently (it may be half done); say what was removed.
+
+        Every destructive call is preceded by ``ops.destructive(label, check)`` with the live
+        check of that call, and followed by ``ops.completed(label)``; a conditional delete that
+        the system refuses raises `TargetChanged`.
+        """
         ...
 
     def census(self) -> dict[str, Any]:
@@ -179,6 +214,7 @@ def run_purge(
     apply: bool,
     journal_path: Path | None = None,
     rate: float | None = None,
+    limiter: RateLimiter | None = None,
     out: Callable[[str], None] = print,
     on_action: Callable[[int, int, int], None] | None = None,
 ) -> PurgeResult:
@@ -189,14 +225,15 @@ def run_purge(
     `AuthenticationFailed`, anything else, KeyboardInterrupt) propagate after the progress so
     far is printed; the journal is consistent at that point and a rerun resumes.
     `on_action(handled, total, bytes_freed)` is called after each action (a progress display;
-    it sees nothing the journal does not record).
+    it sees nothing the journal does not record). `limiter` replaces ``RateLimiter(rate)``.
     """
     path = Path(journal_path) if journal_path is not None else plan.directory / JOURNAL
     if apply:
         require_approval(plan)
     by_kind = _executors_by_kind(plan, executors)
     if apply:
-        return _Run(plan, executors, by_kind, path, out, on_action).apply(RateLimiter(rate))
+        run = _Run(plan, executors, by_kind, path, out, on_action)
+        return run.apply(limiter or RateLimiter(rate))
     try:
         require_approval(plan)
     except PlanNotApproved:
@@ -321,7 +358,10 @@ class _Run:
             self.on_action(self.ticks, self.total or 0, self.freed)
 
     def _retrying(self, what: str, fn: Callable[[], T], executor: Executor) -> T:
-        return call_with_retries(fn, classify=executor.classify, what=what, on_retry=self.out)
+        def classify(exc: BaseException) -> str | None:
+            return None if isinstance(exc, TargetChanged) else executor.classify(exc)
+
+        return call_with_retries(fn, classify=classify, what=what, on_retry=self.out)
 
     def _census(self) -> dict[str, Any]:
         census: dict[str, Any] = {}
@@ -418,6 +458,8 @@ class _Run:
         ops = Operations(limiter)
         journal = Journal.open(self.journal_path, self.plan.sha256)
         try:
+            if self._finished(journal, result):
+                return result
             finished = sum(1 for r in journal.records if r["event"] in ("done", "skipped"))
             self.out(
                 f"applying plan {self.plan.directory}"
@@ -450,6 +492,39 @@ class _Run:
         self._print_verification(result.verification)
         return result
 
+    def _finished(self, journal: Journal, result: PurgeResult) -> bool:
+        """A rerun of a finished purge (every action has its outcome and the journal ends with a
+        verification): verifies again, read-only. When the outcome is the recorded one it says so
+        in one line and writes nothing; otherwise it appends the one new ``verified`` record."""
+        records = journal.records
+        actions = list(self.plan.actions())
+        finals = [journal.final(a.id) for a in actions]
+        if not records or records[-1]["event"] != "verified" or None in finals:
+            return False
+        last = records[-1]
+        result.already_final = len(actions)
+        for action, final in zip(actions, finals, strict=True):
+            if final is not None and final["event"] == "skipped":
+                result.skips.append((action.seq, action.kind, str(final.get("reason", ""))))
+        done = sum(1 for f in finals if f is not None and f["event"] == "done")
+        self.where = "the verification pass"
+        fields = self._verification(journal)
+        summary = (
+            f"plan {self.plan.directory} was already applied ({done} done, "
+            f"{len(actions) - done} skipped; journal {self.journal_path})"
+        )
+        if (fields["ok"], fields["problems"]) == (last.get("ok"), last.get("problems")):
+            result.verification = last
+            state = "ok" if last.get("ok") else f"{last.get('problem_count')} problem(s)"
+            self.out(f"{summary}: verified again, unchanged ({state}); nothing written")
+            if not last.get("ok"):
+                self._print_verification(last)
+            return True
+        self.out(f"{summary}: the verification changed since {last.get('at')}")
+        result.verification = journal.record("verified", **fields)
+        self._print_verification(result.verification)
+        return True
+
     def _apply_one(
         self, action: Action, journal: Journal, ops: Operations, result: PurgeResult
     ) -> None:
@@ -477,7 +552,18 @@ class _Run:
             self.progress(action, f"skipped: {verdict.reason}", skip=True)
             return
         journal.record("started", seq=action.seq, id=action.id, kind=action.kind)
-        removed = self._retrying(what, partial(executor.apply, action, ops), executor) or {}
+        before = ops.count
+        try:
+            removed = self._retrying(what, partial(executor.apply, action, ops), executor) or {}
+        except TargetChanged as exc:
+            journal.record(
+                "skipped", seq=action.seq, id=action.id, kind=action.kind, reason=exc.reason,
+                at_last_check=True, completed_operations=ops.count - before,
+            )  # fmt: skip
+            result.skipped += 1
+            result.skips.append((action.seq, action.kind, exc.reason))
+            self.progress(action, f"skipped at its last check: {exc.reason}", skip=True)
+            return
         extra: dict[str, Any] = {"already_done": True} if verdict.already_done else {}
         journal.record(
             "done", seq=action.seq, id=action.id, kind=action.kind, removed=_json(removed), **extra
@@ -487,8 +573,12 @@ class _Run:
         self.progress(action, f"done{note}, removed {_removed_text(removed)}")
 
     def _verify(self, journal: Journal) -> dict[str, Any]:
-        """Every done target is gone, and nothing outside the plan changed (census)."""
+        """Every done target is gone, and nothing outside the plan changed (census); recorded."""
         self.out("verifying: every done target is gone, and the census outside the plan")
+        return journal.record("verified", **self._verification(journal))
+
+    def _verification(self, journal: Journal) -> dict[str, Any]:
+        """The fields of a ``verified`` record, from live state; writes nothing."""
         problems: list[str] = []
         checked = 0
         for action in self.plan.actions():
@@ -508,14 +598,15 @@ class _Run:
         before = {k: v for k, v in census.items() if k not in ("event", "at")}
         after = self._census()
         problems.extend(census_differences(before, after))
-        return journal.record(
-            "verified",
-            ok=not problems,
-            checked=checked,
-            problem_count=len(problems),
-            problems=problems[:MAX_RECORDED_PROBLEMS],
-            census_before=before,
-            census_after=after,
+        return _json(
+            {
+                "ok": not problems,
+                "checked": checked,
+                "problem_count": len(problems),
+                "problems": problems[:MAX_RECORDED_PROBLEMS],
+                "census_before": before,
+                "census_after": after,
+            }
         )
 
     def _print_verification(self, verification: dict[str, Any] | None) -> None:

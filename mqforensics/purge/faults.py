@@ -10,17 +10,29 @@ increments a counter.
   can count the points of an uninterrupted run (and see where a killed run stopped).
 * ``MQF_PURGE_FAULT_AT=N``: at the N-th point of this process, SIGKILL the process at once:
   nothing is flushed and no handler runs, as in a power cut between two steps.
+
+In-process tests may also `set_hook` a function called with every point's label: it plays the
+live system changing a target at that very moment (during a rate wait, between the last check
+and the delete).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 FAULT_AT = "MQF_PURGE_FAULT_AT"
 FAULT_TRACE = "MQF_PURGE_FAULT_TRACE"
 
 _count = 0
+_hook: Callable[[str], None] | None = None
+
+
+def set_hook(hook: Callable[[str], None] | None) -> None:
+    """Call `hook(label)` at every point of this process from now on (None: no hook); tests only."""
+    global _hook
+    _hook = hook
 
 
 def point(label: str) -> None:
@@ -32,6 +44,8 @@ def point(label: str) -> None:
         # Written (and closed) before a kill, so the trace also shows where a killed run died.
         with open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{_count} {label}\n")
+    if _hook is not None:
+        _hook(label)
     at = os.environ.get(FAULT_AT)
     if at and at.strip() == str(_count):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from mqforensics.errors import InputError
+from mqforensics.purge import faults
 from mqforensics.purge.engine import run_purge
+from mqforensics.purge.held_unlink import held_path
+from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
 from mqforensics.systems.logqueue import format as fmt
@@ -21,6 +28,7 @@ from mqforensics.systems.logqueue.reclaim import (
     plan_reclamation,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000_000_000
 POLICY = Policy("p.toml", "0" * 64, (Rule("gc", "garbage_segments", "storage hygiene"),))
 
@@ -127,3 +135,126 @@ def test_unreadable_restart_file_is_an_input_error(tmp_path: Path) -> None:
     (queue / layout.RESTART_FILE).write_bytes(b"junk")
     with pytest.raises(InputError, match=r"restart\.lq: not one whole RESTART record"):
         plan_reclamation([queue], POLICY)
+
+
+def _approved_plan(tmp_path: Path):
+    queue = tmp_path / "q"
+    _queue(queue, suffix_segment=3)
+    plan = _plan(tmp_path, [queue])
+    record_approval(plan, "ops")
+    return queue, plan
+
+
+def _hooked_purge(plan, hook) -> object:
+    faults.set_hook(hook)
+    try:
+        return run_purge(plan, [SegmentExecutor(plan)], apply=True, out=lambda _: None)
+    finally:
+        faults.set_hook(None)
+
+
+def _at_second(label: str, change):
+    """A fault hook calling `change` at the second point named `label` (segment 2's)."""
+    seen: list[str] = []
+
+    def hook(point: str) -> None:
+        if point == label:
+            seen.append(point)
+            if len(seen) == 2:
+                change()
+
+    return hook
+
+
+def test_the_plan_records_each_segments_digest_and_a_same_size_rewrite_is_skipped(
+    tmp_path: Path,
+) -> None:
+    queue, plan = _approved_plan(tmp_path)
+    for action in plan.actions():
+        data = (queue / action.target["file"]).read_bytes()
+        assert action.precondition == {
+            "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "saved_suffix_segment": 3,
+        }  # fmt: skip
+    segment = queue / fmt.segment_name(2)
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes
+    segment.write_bytes(bytes(data))
+    result = run_purge(plan, [SegmentExecutor(plan)], apply=True, out=lambda _: None)
+    assert result.done == 1 and sorted(layout.segments(queue)) == [2, 3, 4]
+    assert result.skips == [
+        (1, DELETE_SEGMENT, "changed since the plan (content differs (SHA-256))")
+    ]
+    assert segment.read_bytes() == bytes(data)
+
+
+def test_a_segment_appended_to_during_the_rate_wait_is_kept(tmp_path: Path) -> None:
+    queue, plan = _approved_plan(tmp_path)
+    segment = queue / fmt.segment_name(2)
+    before = segment.read_bytes()
+
+    def append() -> None:
+        with open(segment, "ab") as handle:
+            handle.write(b"appended")
+
+    result = _hooked_purge(plan, _at_second("rate slot delete segment", append))
+    assert sorted(layout.segments(queue)) == [2, 3, 4]
+    assert segment.read_bytes() == before + b"appended"
+    size = len(before)
+    assert result.skips == [
+        (1, DELETE_SEGMENT, f"changed since the plan (size {size} -> {size + 8})")
+    ]
+    (skip,) = [r for r in read_journal(plan.directory / "journal.jsonl") if r["event"] == "skipped"]
+    assert skip["at_last_check"] is True and skip["completed_operations"] == 0
+
+
+def test_a_segment_rewritten_between_the_check_and_the_unlink_is_put_back(tmp_path: Path) -> None:
+    queue, plan = _approved_plan(tmp_path)
+    segment = queue / fmt.segment_name(2)
+    changed = bytearray(segment.read_bytes())
+    changed[-1] ^= 0xFF
+
+    def rewrite_in_place() -> None:
+        with open(segment, "r+b") as handle:  # same inode, same size
+            handle.write(bytes(changed))
+
+    result = _hooked_purge(plan, _at_second("before delete segment", rewrite_in_place))
+    assert sorted(layout.segments(queue)) == [2, 3, 4] and segment.read_bytes() == bytes(changed)
+    assert result.skips == [
+        (1, DELETE_SEGMENT, f"{segment.name} changed between the check and the delete "
+         "(content differs (SHA-256)): kept"),
+    ]  # fmt: skip
+    assert sorted(p.name for p in queue.iterdir() if p.name.startswith(".")) == []
+    assert result.verification is not None and result.verification["ok"]
+
+
+def test_a_segment_held_by_an_interrupted_purge_is_checked_and_finished(tmp_path: Path) -> None:
+    queue, plan = _approved_plan(tmp_path)
+    segment = queue / fmt.segment_name(1)
+    held = held_path(segment)
+    segment.rename(held)  # a crash between the hold and the unlink
+    result = run_purge(plan, [SegmentExecutor(plan)], apply=True, out=lambda _: None)
+    assert result.done == 2 and not held.exists() and sorted(layout.segments(queue)) == [3, 4]
+    assert result.verification is not None and result.verification["ok"]
+
+
+def test_purge_with_a_rate_rechecks_a_segment_appended_to_while_it_waits(tmp_path: Path) -> None:
+    """The issue's reproduction: `purge --apply --rate 0.5`, segment 2 appended to as soon as its
+    action is journaled as started (it then waits two seconds for its slot)."""
+    queue, plan = _approved_plan(tmp_path)
+    segment = queue / fmt.segment_name(2)
+    journal = plan.directory / "journal.jsonl"
+    command = [sys.executable, "-m", "mqforensics", "purge", str(plan.directory), "--apply",
+               "--rate", "0.5"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if journal.exists() and b'"seq":1' in journal.read_bytes():
+            break
+        time.sleep(0.005)
+    with open(segment, "ab") as handle:
+        handle.write(b"appended")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    assert sorted(layout.segments(queue)) == [2, 3, 4]
+    assert b"1 logqueue.delete_segment: changed since the plan (size" in out

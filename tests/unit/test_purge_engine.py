@@ -114,6 +114,10 @@ class DictExecutor:
         self.verified.append(key)
         if self.fail_verify.get(key):
             raise self.fail_verify[key].pop(0)
+        return self.check(action)
+
+    def check(self, action: Action) -> Verdict:
+        key = action.target["key"]
         if key not in self.store:
             return Verdict(ok=False, already_done=True)
         if self.store[key] != action.precondition["content"]:
@@ -126,8 +130,9 @@ class DictExecutor:
         if self.fail_apply.get(key):
             raise self.fail_apply[key].pop(0)
         removed = 0
-        if key in self.store:
-            ops.destructive("delete")
+        if ops.destructive("delete", functools.partial(self.check, action)):
+            if self.store.get(key) != action.precondition["content"]:  # a conditional delete
+                raise engine.TargetChanged(f"{key} changed between the check and the delete")
             del self.store[key]
             ops.completed("delete")
             removed = 1
@@ -209,10 +214,15 @@ def test_resume_skips_finished_actions_and_reapplies_a_started_one_once(plan: Pl
     assert result.verification is not None and result.verification["ok"]
     finals = [r for r in read_journal(plan.directory / "journal.jsonl") if r["event"] == "done"]
     assert [r["seq"] for r in finals] == [0, 1, 2]
-    # A rerun of a finished plan touches nothing and verifies again.
+    # A rerun of a finished plan touches nothing, verifies again and writes nothing.
+    before = (plan.directory / "journal.jsonl").read_bytes()
     executor = DictExecutor(store, plan)
-    result = run_purge(plan, [executor], apply=True, out=lambda line: None)
+    out: list[str] = []
+    result = run_purge(plan, [executor], apply=True, out=out.append)
     assert executor.verified == executor.applied == [] and result.already_final == 3
+    assert (plan.directory / "journal.jsonl").read_bytes() == before
+    assert len(out) == 1 and "was already applied (3 done, 0 skipped" in out[0]
+    assert out[0].endswith("verified again, unchanged (ok); nothing written")
 
 
 def test_an_action_whose_target_is_already_gone_is_finished_not_skipped(plan: Plan) -> None:
@@ -239,6 +249,112 @@ def test_drift_is_skipped_with_its_reason_and_never_retried(plan: Plan) -> None:
     executor = DictExecutor(store, plan)
     result = run_purge(plan, [executor], apply=True, out=lambda line: None)
     assert executor.verified == [] and result.skips == [(1, KIND, "b changed since planning")]
+
+
+class Clock:
+    """A monotonic clock for the rate limiter whose sleep is the moment the live system acts."""
+
+    def __init__(self, during_wait: Any) -> None:
+        self.now = 0.0
+        self.waits = 0
+        self.during_wait = during_wait
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits += 1
+        self.during_wait(self.waits)
+        self.now += seconds
+
+
+def test_a_target_changed_during_the_rate_wait_is_skipped_at_its_last_check(plan: Plan) -> None:
+    store = dict(STORE)
+    executor = DictExecutor(store, plan)
+    # The first delete starts at once; "b" waits for its slot after the engine verified it,
+    # and is rewritten meanwhile.
+    clock = Clock(lambda n: store.update(b="rewritten") if n == 1 else None)
+    limiter = engine.RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    out: list[str] = []
+    result = run_purge(plan, [executor], apply=True, limiter=limiter, out=out.append)
+    assert store == {"b": "rewritten", "keep": "k"} and clock.waits == 2
+    assert executor.verified == ["a", "b", "c"]  # b passed the engine's verify before its wait
+    assert result.skips == [(1, KIND, "b changed since planning")] and result.done == 2
+    (skip,) = [r for r in read_journal(plan.directory / "journal.jsonl") if r["event"] == "skipped"]
+    assert skip["at_last_check"] is True and skip["completed_operations"] == 0
+    assert any("skipped at its last check: b changed since planning" in line for line in out)
+    assert result.verification is not None and result.verification["ok"]
+
+
+def test_nothing_waits_between_the_last_check_and_the_delete(plan: Plan) -> None:
+    trace: list[str] = []
+    store = dict(STORE)
+    executor = DictExecutor(store, plan)
+    original = executor.check
+
+    def check(action: Action) -> Verdict:
+        trace.append(f"check {action.target['key']}")
+        return original(action)
+
+    executor.check = check  # type: ignore[method-assign]
+    clock = Clock(lambda n: trace.append("wait"))
+    faults.set_hook(trace.append)
+    try:
+        run_purge(
+            plan, [executor], apply=True, limiter=engine.RateLimiter(1.0, clock, clock.sleep),
+            out=lambda line: None,
+        )  # fmt: skip
+    finally:
+        faults.set_hook(None)
+    steps = [t for t in trace if not t.startswith("journal")]
+    # Each key: the engine's verify (a check), then the rate slot, the wait, the last check,
+    # and the delete right after it.
+    assert steps == [
+        "check a", "rate slot delete", "check a", "before delete", "after delete",
+        "check b", "rate slot delete", "wait", "check b", "before delete", "after delete",
+        "check c", "rate slot delete", "wait", "check c", "before delete", "after delete",
+    ]  # fmt: skip
+
+
+def test_a_change_between_check_and_delete_is_refused_by_the_conditional_delete(
+    plan: Plan,
+) -> None:
+    store = dict(STORE)
+    executor = DictExecutor(store, plan)
+    deleting: list[str] = []
+
+    def hook(label: str) -> None:
+        if label == "before delete" and len(deleting) == 1:
+            store["b"] = "rewritten"
+        if label == "before delete":
+            deleting.append(label)
+
+    faults.set_hook(hook)
+    try:
+        result = run_purge(plan, [executor], apply=True, out=lambda line: None)
+    finally:
+        faults.set_hook(None)
+    assert store == {"b": "rewritten", "keep": "k"}
+    reason = "b changed between the check and the delete"
+    assert result.skips == [(1, KIND, reason)] and result.done == 2
+
+
+def test_a_retried_delete_waits_then_checks_again(
+    plan: Plan, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = dict(STORE)
+    executor = DictExecutor(store, plan)
+    executor.fail_apply["b"] = [TimeoutError("slow")]
+
+    def backoff(seconds: float) -> None:
+        store["b"] = "rewritten during the back-off"
+
+    monkeypatch.setattr(
+        engine, "call_with_retries", functools.partial(retry.call_with_retries, sleep=backoff)
+    )
+    result = run_purge(plan, [executor], apply=True, out=lambda line: None)
+    assert store == {"b": "rewritten during the back-off", "keep": "k"}
+    assert executor.applied == ["a", "b", "b", "c"] and result.skips[0][:2] == (1, KIND)
 
 
 def test_apply_refuses_an_unapproved_plan(tmp_path: Path) -> None:
@@ -500,12 +616,18 @@ class FileExecutor:
         removed = {"data": 0, "markers": 0}
         # The data first, then its marker: like a partition and its deletedmailsv2 rows.
         for key, path in zip(("data", "markers"), self.paths(action)):
-            if path.exists():
-                ops.destructive(f"delete {key}")
+            if ops.destructive(f"delete {key}", lambda path=path: self.check(action, path)):
                 path.unlink()
                 ops.completed(f"delete {key}")
                 removed[key] += 1
         return removed
+
+    def check(self, action, path):
+        if not path.exists():
+            return Verdict(False, already_done=True)
+        if path.suffix != ".marker" and path.read_text() != action.precondition["content"]:
+            return Verdict(False, "content changed")
+        return Verdict(True)
 
     def census(self):
         others = sorted(p for p in self.store.iterdir() if p.name not in self.named)
@@ -588,8 +710,9 @@ def test_a_crash_at_any_fault_point_is_resumed_to_the_uninterrupted_result(
     labels = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
     assert labels.count("before delete data") == 3 and labels.count("after delete markers") == 3
     assert labels[:2] == ["journal begin", "journal census"] and labels[-1] == "journal verified"
-    points = len(labels)  # begin, census, 3 x 6 for a b c, skipped d, 2 for e, verified
-    assert points == 24
+    assert labels.count("rate slot delete data") == 4  # e's check finds it gone
+    points = len(labels)  # begin, census, 3 x 8 for a b c, skipped d, 4 for e, verified
+    assert points == 32
 
     for k in range(1, points + 1):
         process, store = purge(f"crash-{k}", {faults.FAULT_AT: str(k)})

@@ -14,13 +14,15 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mqforensics.errors import ConfigError, InputError
+from mqforensics.errors import ConfigError
 from mqforensics.purge import engine, faults
-from mqforensics.purge.engine import Operations, executors_for, run_purge
+from mqforensics.purge.engine import executors_for, run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
@@ -252,19 +254,97 @@ def test_census_waits_for_a_message_being_written(
         writer.join()
 
 
-def test_a_meta_rewritten_between_verify_and_unlink_stops_after_the_env(tmp_path: Path) -> None:
-    store, actions = spool(tmp_path / "spool")
-    plan = make_plan(tmp_path, actions)
-    executor = DiskExecutor(plan)
-    action = next(a for a in plan.actions() if a.target["id"] == OLD)
-    assert executor.verify(action).ok
-    store.meta_path(OLD).write_bytes(_meta(1))
-    with pytest.raises(InputError, match=f"{OLD}.meta changed since the plan"):
-        executor.apply(action, Operations())
-    # What remains is a .meta without .env, which slimta never lists; a rerun skips the rest.
-    assert not store.env_path(OLD).exists() and store.meta_path(OLD).exists()
-    verdict = executor.verify(action)
-    assert (verdict.ok, verdict.reason) == (False, f"{OLD}.meta changed since the plan")
+def _purge_with_hook(plan: Plan, hook: Any, **kwargs: Any) -> engine.PurgeResult:
+    faults.set_hook(hook)
+    try:
+        executors = build_executors(plan, argparse.Namespace())
+        return run_purge(plan, executors, apply=True, out=lambda _: None, **kwargs)
+    finally:
+        faults.set_hook(None)
+
+
+def _retry_meta(store: Store, message_id: str) -> None:
+    """What slimta does on a delivery attempt: the .meta rewritten (mkstemp, then rename)."""
+    fresh = store.tmp / "tmpretry"
+    fresh.write_bytes(_meta(1))
+    os.rename(fresh, store.meta_path(message_id))
+
+
+def test_a_meta_rewritten_during_the_rate_wait_keeps_the_message(tmp_path: Path) -> None:
+    store, _ = spool(tmp_path / "spool")
+    plan = make_plan(tmp_path, [store.message_action(i) for i in (OLD, KEEP)])
+    env = store.env_path(KEEP).read_bytes()
+
+    class Clock:
+        now = 0.0
+
+        def sleep(self, seconds: float) -> None:  # KEEP's slot: slimta retries it meanwhile
+            _retry_meta(store, KEEP)
+            self.now += seconds
+
+    clock = Clock()
+    limiter = engine.RateLimiter(1.33, clock=lambda: clock.now, sleep=clock.sleep)
+    result = _purge_with_hook(plan, None, limiter=limiter)
+    assert result.skips == [(1, DELETE_FILES, f"{KEEP}.meta changed since the plan")]
+    assert result.done == 1 and not store.env_path(OLD).exists()
+    assert store.env_path(KEEP).read_bytes() == env
+    assert store.meta_path(KEEP).read_bytes() == _meta(1)
+    (skip,) = [r for r in read_journal(plan.directory / "journal.jsonl") if r["event"] == "skipped"]
+    assert skip["at_last_check"] is True and skip["completed_operations"] == 0
+
+
+@pytest.mark.parametrize("how", ["renamed over", "rewritten in place"])
+def test_a_meta_changed_between_the_check_and_the_unlink_keeps_both_files(
+    tmp_path: Path, how: str
+) -> None:
+    store, _ = spool(tmp_path / "spool")
+    plan = make_plan(tmp_path, [store.message_action(i) for i in (KEEP, OLD)])
+    env, label = store.env_path(KEEP).read_bytes(), f"before unlink {KEEP}.env, {KEEP}.meta"
+
+    def hook(point: str) -> None:
+        if point != label:
+            return
+        if how == "renamed over":
+            _retry_meta(store, KEEP)
+        else:
+            with open(store.meta_path(KEEP), "r+b") as handle:
+                handle.write(_meta(1)[: len(_meta(0))])
+
+    result = _purge_with_hook(plan, hook)
+    (skip,) = result.skips
+    assert skip[:2] == (0, DELETE_FILES)
+    assert skip[2].startswith(f"{KEEP}.meta changed between the check and the delete (")
+    assert skip[2].endswith("): kept")
+    assert result.done == 1 and not store.meta_path(OLD).exists()
+    # All or nothing: the .env, held first, is back under its name beside the new .meta.
+    assert store.env_path(KEEP).read_bytes() == env
+    assert store.meta_path(KEEP).read_bytes() != _meta(0)
+    assert not [p for d in (store.env, store.meta) for p in d.iterdir() if p.name.startswith(".")]
+    assert result.verification is not None and result.verification["ok"]
+
+
+def test_purge_with_a_rate_rechecks_a_meta_rewritten_while_it_waits(tmp_path: Path) -> None:
+    """The issue's reproduction: `purge --apply --rate 1.33`, the planned .meta of the second
+    action rewritten as soon as that action is journaled as started (it then waits 0.75 s)."""
+    store, _ = spool(tmp_path / "spool")
+    plan = make_plan(tmp_path, [store.message_action(i) for i in (OLD, KEEP)])
+    journal = plan.directory / "journal.jsonl"
+    command = [sys.executable, "-m", "mqforensics", "purge", str(plan.directory), "--apply",
+               "--rate", "1.33"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if journal.exists() and b'"seq":1' in journal.read_bytes():  # its "started" record
+            break
+        time.sleep(0.005)
+    data = bytearray(store.meta_path(KEEP).read_bytes())
+    data[-1] ^= 1  # one byte of the planned .meta flipped
+    store.meta_path(KEEP).write_bytes(bytes(data))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    assert f"1 slimta.delete_files: {KEEP}.meta changed since the plan".encode() in out
+    assert store.meta_path(KEEP).read_bytes() == bytes(data) and store.env_path(KEEP).exists()
+    assert not store.env_path(OLD).exists()
 
 
 def test_a_symlink_in_place_of_a_planned_file_is_skipped(tmp_path: Path) -> None:
@@ -391,20 +471,23 @@ def test_a_crash_at_any_fault_point_is_resumed_to_the_uninterrupted_result(
     assert json.loads(process.stdout) == {"done": 4, "skipped": 1, "ok": True}
     expected = live_store.snapshot()
     labels = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
-    # The .env goes before its .meta, and both are all that is unlinked.
-    unlinked = [label.removeprefix("before unlink ") for label in labels if "before" in label]
-    assert unlinked == [f"{OLD}.env", f"{OLD}.meta", f"{TORN_STAYS}.env", TMP]
+    # Each message's files are held, .env first, then unlinked; nothing else is.
+    held = [label.removeprefix("held ") for label in labels if label.startswith("held ")]
+    unlinked = [label.removeprefix("unlinked ") for label in labels if "unlinked" in label]
+    assert held == unlinked == [f"{OLD}.env", f"{OLD}.meta", f"{TORN_STAYS}.env", TMP]
     points = len(labels)
-    # begin, census; OLD 6, RETRIED skipped 1, DELIVERED 2, TORN_STAYS 4, TMP 4; verified
-    assert points == 2 + 6 + 1 + 2 + 4 + 4 + 1
+    # begin, census; OLD 9, RETRIED skipped 1, DELIVERED 3, TORN_STAYS 7, TMP 7; verified
+    assert points == 2 + 9 + 1 + 3 + 7 + 7 + 1
 
     for k in range(1, points + 1):
         journal = tmp_path / f"crash-{k}.jsonl"
         process = purge(journal, {faults.FAULT_AT: str(k)})
         assert process.returncode == -signal.SIGKILL, f"point {k}: {process.stderr}"
-        if labels[k - 1] == f"after unlink {OLD}.env":
+        if labels[k - 1] == f"unlinked {OLD}.env":
+            # Neither file under its name: slimta's load lists neither.
             left = live_store.snapshot()
-            assert f"meta/{OLD}.meta" in left and f"env/{OLD}.env" not in left
+            assert f"meta/.{OLD}.meta.mqf-purge" in left
+            assert f"meta/{OLD}.meta" not in left and f"env/{OLD}.env" not in left
         lines: list[str] = []
         resumed_plan = read_plan(plan.directory)
         result = run_purge(resumed_plan, build_executors(resumed_plan, argparse.Namespace()),

@@ -13,13 +13,16 @@ own garbage meanwhile, but a gap there would be a segment its restart needs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mqforensics.errors import ConfigError
+from mqforensics.file_digest import file_digest
 from mqforensics.purge.engine import Operations, Verdict
-from mqforensics.retention.manifest import Action, Deferred, Plan, fsync_directory
+from mqforensics.purge.held_unlink import PlannedFile, live_copy, mismatch, unlink_checked
+from mqforensics.retention.manifest import Action, Deferred, Plan
 from mqforensics.retention.policy import Policy
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.replay import replay
@@ -56,12 +59,15 @@ def plan_reclamation(
         garbage_end = replay((r for s in needed for r in s.records), saved.suffix).garbage_end(end)
         for number, path in files.items():
             target = {"queue": str(directory), "segment": number, "file": path.name}
-            size = path.stat().st_size
             if number < suffix_segment:
-                precondition = {"size": size, "saved_suffix_segment": suffix_segment}
+                size, sha256 = file_digest(path)
+                precondition = {
+                    "size": size, "sha256": sha256, "saved_suffix_segment": suffix_segment
+                }  # fmt: skip
                 reason = "entirely before the saved working suffix"
                 actions.append(Action(DELETE_SEGMENT, target, precondition, rules, size, 0, reason))
             elif number < garbage_end[0]:
+                size = path.stat().st_size
                 deferred.append(Deferred(DELETE_SEGMENT, target, rules, SAVED_POSITIONS_BEHIND))
     return actions, deferred, notes
 
@@ -81,31 +87,43 @@ class SegmentExecutor:
     def _path(action: Action) -> Path:
         return Path(action.target["queue"]) / action.target["file"]
 
+    @staticmethod
+    def _planned(action: Action) -> PlannedFile:
+        pre = action.precondition
+        if not isinstance(pre.get("sha256"), str):
+            raise ConfigError(
+                f"action {action.seq}: the plan records no SHA-256 of {action.target['file']} "
+                "(made by an older version): plan again"
+            )
+        return PlannedFile(SegmentExecutor._path(action), int(pre["size"]), pre["sha256"])
+
     def verify(self, action: Action) -> Verdict:
+        """Still below the live saved suffix, with the planned size and SHA-256."""
         path = self._path(action)
-        if not path.exists():
+        current = live_copy(path)
+        if current is None:
             return Verdict(True, already_done=True)
         saved = layout.saved_positions(path.parent)
         if saved is None or action.target["segment"] >= saved.suffix[0]:
             live = "none" if saved is None else saved.suffix[0]
             return Verdict(False, f"the saved working suffix (segment {live}) now covers it")
-        size = path.stat().st_size
-        if size != action.precondition["size"]:
-            planned = action.precondition["size"]
-            return Verdict(False, f"size changed since the plan ({planned} -> {size})")
+        try:
+            why = mismatch(current, self._planned(action))
+        except FileNotFoundError:
+            return Verdict(True, already_done=True)
+        if why:
+            return Verdict(False, f"changed since the plan ({why})")
         return Verdict(True, detail={"saved_suffix_segment": saved.suffix[0]})
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
-        path = self._path(action)
-        ops.destructive("delete segment")
-        with contextlib.suppress(FileNotFoundError):  # already gone: idempotent
-            path.unlink()
-        fsync_directory(path.parent)
+        if not ops.destructive("delete segment", partial(self.verify, action)):
+            return {"bytes": 0}
+        _, removed = unlink_checked([self._planned(action)])
         ops.completed("delete segment")
-        return {"bytes": action.bytes}
+        return {"bytes": removed}
 
     def verify_done(self, action: Action) -> str | None:
-        return "file still present" if self._path(action).exists() else None
+        return "file still present" if live_copy(self._path(action)) else None
 
     def census(self) -> dict[str, Any]:
         """Per queue: segments missing between the live saved suffix and the newest segment."""

@@ -7,10 +7,11 @@ any field slimta rewrites (``timestamp``, ``attempts``, ``delivered_indexes``) c
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping
 
-CHUNK = 1 << 20
+from mqforensics.file_digest import file_digest
+
+__all__ = ["file_digest", "hash_fields_digest"]
 
 
 def hash_fields_digest(fields: Mapping[bytes, bytes]) -> str:
@@ -24,14 +25,3 @@ def hash_fields_digest(fields: Mapping[bytes, bytes]) -> str:
         value = fields[name]
         digest.update(b"%d:" % len(name) + name + b"%d:" % len(value) + value)
     return digest.hexdigest()
-
-
-def file_digest(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """(size, SHA-256) of a file's content, read in 1 MiB chunks; OSError when unreadable."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()

@@ -8,7 +8,11 @@ One executor per backend (python-slimta 5.0.5 layouts, see `disk`, `redis_store`
   ``.meta`` without ``.env``, which slimta's ``load`` never lists, rather than an ``.env``
   without ``.meta``, which it fails to load on every restart. slimta rewrites the ``.meta`` on
   every delivery attempt, so a ``.meta`` that changed since the plan means the queue is working
-  on the message: the action is skipped.
+  on the message: the action is skipped. A message's files are one destructive operation: after
+  the rate wait every file is checked (size, SHA-256), then held and checked again on the held
+  inode before any is unlinked (`held_unlink`), so a rewrite between the check and the unlink
+  puts both files back and skips the action; the remaining window is a write through a file
+  descriptor opened before the hold, between the held file's check and its unlink.
 * `RedisExecutor` (``slimta.delete_redis_hash``, ``slimta.remove_queue_entry``): each deletion
   runs in a ``WATCH``/``MULTI``/``EXEC`` transaction after re-reading what it watches, so a
   write by slimta in between aborts it instead of being lost. Keys are only ever named, never
@@ -32,13 +36,15 @@ import stat
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, Verdict
-from mqforensics.retention.manifest import Action, Plan, fsync_directory
+from mqforensics.purge.held_unlink import PlannedFile, live_copy, unlink_checked
+from mqforensics.retention.manifest import Action, Plan
 from mqforensics.systems.slimta.digests import file_digest, hash_fields_digest
 from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX
 from mqforensics.systems.slimta.planner import (
@@ -151,7 +157,10 @@ class DiskExecutor:
         planned: dict[str, Any] = action.precondition["files"]
         present = 0
         for path in action.target["files"]:
-            drift = _file_drift(path, planned.get(path))
+            current = live_copy(Path(path))
+            if current is None:
+                continue
+            drift = _file_drift(str(current), planned.get(path), os.path.basename(path))
             if drift is _GONE:
                 continue
             if drift is not None:
@@ -163,32 +172,22 @@ class DiskExecutor:
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
         planned: dict[str, Any] = action.precondition["files"]
-        removed = {"files": 0, "bytes": 0}
+        names = ", ".join(os.path.basename(path) for path in action.target["files"])
+        label = f"unlink {names}"
+        if not ops.destructive(label, partial(self.verify, action)):
+            return {"files": 0, "bytes": 0}
         # Target order: the .env before the .meta (see the module docstring).
-        for path in action.target["files"]:
-            # Re-checked right before the unlink: verify ran a moment ago, but slimta may have
-            # rewritten the .meta since, and a file cannot be deleted on a condition.
-            drift = _file_drift(path, planned.get(path))
-            if drift is _GONE:
-                continue
-            if drift is not None:
-                raise InputError(f"{path}: {drift} (after it was verified); rerun to re-check")
-            label = f"unlink {os.path.basename(path)}"
-            size = planned[path]["size"]
-            ops.destructive(label)
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            else:
-                removed["files"] += 1
-                removed["bytes"] += size
-            fsync_directory(Path(path).parent)
-            ops.completed(label)
-        return removed
+        files = [
+            PlannedFile(Path(path), planned[path]["size"], planned[path]["sha256"])
+            for path in action.target["files"]
+            if path in planned
+        ]
+        count, removed = unlink_checked(files)
+        ops.completed(label)
+        return {"files": count, "bytes": removed}
 
     def verify_done(self, action: Action) -> str | None:
-        left = [os.path.basename(p) for p in action.target["files"] if os.path.lexists(p)]
+        left = [os.path.basename(p) for p in action.target["files"] if live_copy(Path(p))]
         return f"{', '.join(left)} still present" if left else None
 
     def census(self) -> dict[str, Any]:
@@ -219,9 +218,9 @@ class DiskExecutor:
 _GONE = "gone"
 
 
-def _file_drift(path: str, planned: dict[str, Any] | None) -> str | None:
-    """`_GONE`, why `path` no longer matches its plan-time `planned` size and SHA-256, or None."""
-    name = os.path.basename(path)
+def _file_drift(path: str, planned: dict[str, Any] | None, name: str) -> str | None:
+    """`_GONE`, why `path` (the file `name`, or its held copy) no longer matches its plan-time
+    `planned` size and SHA-256, or None."""
     try:
         info = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
