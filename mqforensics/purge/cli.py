@@ -42,7 +42,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--journal", type=Path, metavar="FILE", help="journal file (default: PLAN/journal.jsonl)"
     )
     parser.add_argument(
-        "--rate", type=_rate, metavar="N", help="at most N destructive operations per second"
+        "--rate", type=_rate, metavar="N", help="at most N destructive operations per second (each waits before its last check, "
+        "never between the check and the delete)"
     )
     parser.add_argument(
         "--cassandra",
