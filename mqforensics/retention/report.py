@@ -399,6 +399,10 @@ def _journal_sections(plan: Plan, journal: list[dict[str, Any]], hide: _Hider) -
                         ("runs", str(len(begins))),
                         ("done", str(states["done"])),
                         ("skipped", str(states["skipped"])),
+                        (
+                            "skipped at their last check",
+                            str(sum(1 for r in last.values() if r.get("at_last_check"))),
+                        ),
                         ("failed", str(states["failed"])),
                         ("started without outcome", str(states["started"])),
                         ("not reached", str(max(plan.action_count - len(last), 0))),

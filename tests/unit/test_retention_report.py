@@ -178,6 +178,7 @@ def test_a_journal_is_summarised_per_action_outcome(tmp_path):
     records.append({"event": "done", "seq": 1, "id": actions[1].id, "removed": {}})
     for seq, reason in ((2, "object changed"), (3, "object changed"), (4, "row re-enqueued")):
         records.append({"event": "skipped", "seq": seq, "id": actions[seq].id, "reason": reason})
+    records[-1]["at_last_check"] = True  # seq 4 drifted during its rate wait
     records.append(
         {
             "event": "verified",
@@ -192,6 +193,7 @@ def test_a_journal_is_summarised_per_action_outcome(tmp_path):
     assert re.search(r"runs: +2", text)
     assert re.search(r"done: +2", text)
     assert re.search(r"skipped: +3", text)
+    assert re.search(r"skipped at their last check: +1", text)
     assert re.search(r"failed: +0", text)
     assert re.search(r"started without outcome: +1", text)
     assert re.search(r"not reached: +2", text)
