@@ -1,6 +1,7 @@
 """The slimta Redis executor on a real Redis laid out as RedisStorage writes it: exact deletions,
 hashes slimta touched after the plan skipped, queue entries removed only when dangling, and a
-refused login stopping the purge with nothing changed and no password anywhere."""
+refused login stopping the purge with nothing changed and no password anywhere; a target slimta
+writes during the rate wait or between the last check and the delete (WATCH) kept."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import argparse
 import datetime as dt
 import pickle
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis as redis_py
 
-from mqforensics.errors import InputError
-from mqforensics.purge.engine import Operations, run_purge
+from mqforensics.purge import faults
+from mqforensics.purge.engine import PurgeResult, run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
@@ -25,6 +26,7 @@ from mqforensics.systems.slimta.digests import hash_fields_digest
 from mqforensics.systems.slimta.purge_executor import (
     CHANGED_HASH,
     DELETE_REDIS_HASH,
+    ENTRY_MESSAGE_EXISTS,
     REMOVE_QUEUE_ENTRY,
     RedisExecutor,
     build_executors,
@@ -42,7 +44,7 @@ POLICY = Policy(
     ),
 )
 OLD1, OLD2, RETRIED, DELIVERED = "a" * 32, "b" * 32, "c" * 32, "d" * 32
-KEEP, BROKEN, GONE, NEW = "1" * 32, "2" * 32, "3" * 32, "4" * 32
+KEEP, BROKEN, GONE, NEW, LATE = "1" * 32, "2" * 32, "3" * 32, "4" * 32, "5" * 32
 T0 = 1_760_000_000.25
 
 
@@ -191,49 +193,152 @@ def test_purge_deletes_exactly_the_planned_keys_and_entries(
     assert snapshot(client, prefix) == after
 
 
-class Interfering(Operations):
-    """Runs `meddle` (slimta, in another connection) right before the destructive EXEC."""
-
-    def __init__(self, meddle: Any, times: int = 1) -> None:
-        super().__init__()
-        self.meddle, self.times = meddle, times
-
-    def destructive(self, label: str) -> None:
-        super().destructive(label)
-        if self.times:
-            self.times -= 1
-            self.meddle()
+def purge_with_hook(plan: Plan, hook: Callable[[str], None]) -> PurgeResult:
+    """Apply `plan`, `hook(label)` playing slimta at the engine's fault points."""
+    executors = build_executors(plan, argparse.Namespace())
+    faults.set_hook(hook)
+    try:
+        return run_purge(plan, executors, apply=True, out=lambda _: None)
+    finally:
+        faults.set_hook(None)
+        for executor in executors:
+            executor.close()
 
 
-def test_a_write_by_slimta_during_the_delete_aborts_it(
+def hash_size(fields: dict[bytes, bytes]) -> int:
+    return sum(len(k) + len(v) for k, v in fields.items())
+
+
+def skipped_records(result: PurgeResult) -> list[tuple[int, str, bool, int]]:
+    assert result.journal is not None
+    return [
+        (r["seq"], r["reason"], r["at_last_check"], r["completed_operations"])
+        for r in read_journal(result.journal)
+        if r["event"] == "skipped"
+    ]
+
+
+def removed_by_seq(result: PurgeResult) -> dict[int, dict[str, int]]:
+    assert result.journal is not None
+    return {r["seq"]: r["removed"] for r in read_journal(result.journal) if r["event"] == "done"}
+
+
+def test_a_hash_or_message_written_during_the_rate_wait_is_kept(
     redis: dict, client: redis_py.Redis, prefix: str, tmp_path: Path
 ) -> None:
     server = server_of(redis)
-    for message_id in (OLD1, OLD2):
-        store_message(client, prefix, message_id)
+    for message_id in (OLD1, RETRIED, OLD2, KEEP):
+        store_message(client, prefix, message_id, queued=False)
+    client.rpush(prefix + "queue", entry(GONE), entry(NEW), entry(KEEP))
     plan = make_plan(
         tmp_path / "plan",
-        [hash_action(client, server, prefix, i) for i in (OLD1, OLD2)]
-        + [entry_action(server, prefix, GONE)],
+        [hash_action(client, server, prefix, i) for i in (OLD1, RETRIED, OLD2)]
+        + [entry_action(server, prefix, i) for i in (NEW, GONE)],
     )
-    client.rpush(prefix + "queue", entry(GONE))
-    executor = RedisExecutor(plan)
-    old1, old2, gone = list(plan.actions())
-    # An attempt counted between WATCH and EXEC: the delete is aborted, and the second look
-    # finds the hash changed since the plan.
-    retry = Interfering(lambda: client.hincrby(prefix + OLD1, "attempts", 1))
-    with pytest.raises(InputError, match="changed after it was verified"):
-        executor.apply(old1, retry)
-    assert client.hget(prefix + OLD1, "attempts") == b"1"
-    # Delivered and removed meanwhile: the second look finds it gone.
-    delivered = Interfering(lambda: client.delete(prefix + OLD2))
-    assert executor.apply(old2, delivered) == {"keys": 0, "bytes": 0}
-    # A message enqueued meanwhile pushes to the list: the removal is retried and the new
-    # entry kept.
-    enqueued = Interfering(lambda: client.rpush(prefix + "queue", entry(NEW)))
-    assert executor.apply(gone, enqueued) == {"entries": 1, "bytes": len(entry(GONE))}
-    assert client.lrange(prefix + "queue", 0, -1) == [entry(OLD1), entry(OLD2), entry(NEW)]
-    executor.close()
+    before = snapshot(client, prefix)
+    queue = prefix + "queue"
+
+    retried, new = f"delete hash {prefix}{RETRIED}", f"remove the entry naming {NEW} from {queue}"
+    seen: list[str] = []
+
+    def slimta(label: str) -> None:
+        # Both planned targets pass the engine's verify, then change while they wait for their
+        # rate slot: an attempt counted, and NEW's message stored (its entry no longer dangles).
+        if label not in seen and label == f"rate slot {retried}":
+            client.hincrby(prefix + RETRIED, "attempts", 1)
+        elif label not in seen and label == f"rate slot {new}":
+            store_message(client, prefix, NEW, queued=False)
+        seen.append(label)
+
+    result = purge_with_hook(plan, slimta)
+    # The check after the wait saw the change (not a refused EXEC, which would take a second
+    # slot): one rate slot each, and no delete began.
+    for label in (retried, new):
+        assert [x for x in seen if x.endswith(label)] == [f"rate slot {label}"]
+    assert result.skips == [
+        (1, DELETE_REDIS_HASH, CHANGED_HASH),
+        (3, REMOVE_QUEUE_ENTRY, ENTRY_MESSAGE_EXISTS),
+    ]
+    assert skipped_records(result) == [
+        (1, CHANGED_HASH, True, 0),
+        (3, ENTRY_MESSAGE_EXISTS, True, 0),
+    ]
+    assert result.done == 3 and result.verification is not None and result.verification["ok"]
+    after = snapshot(client, prefix)
+    retried = (prefix + RETRIED).encode()
+    assert after.pop(retried) == {**before[retried], b"attempts": b"1"}
+    assert after.pop((prefix + NEW).encode())[b"attempts"] == b"0"
+    assert after.pop(queue.encode()) == [entry(NEW), entry(KEEP)]  # GONE's entry removed
+    keep = (prefix + KEEP).encode()
+    assert after == {keep: before[keep]}
+    assert removed_by_seq(result) == {
+        0: {"keys": 1, "bytes": hash_size(before[(prefix + OLD1).encode()])},
+        2: {"keys": 1, "bytes": hash_size(before[(prefix + OLD2).encode()])},
+        4: {"entries": 1, "bytes": len(entry(GONE))},
+    }
+
+
+def test_a_write_between_the_check_and_the_delete_aborts_it(
+    redis: dict, client: redis_py.Redis, prefix: str, tmp_path: Path
+) -> None:
+    server = server_of(redis)
+    for message_id in (OLD1, OLD2, RETRIED, DELIVERED, KEEP):
+        store_message(client, prefix, message_id, queued=False)
+    client.rpush(prefix + "queue", entry(GONE), entry(LATE), entry(KEEP))
+    plan = make_plan(
+        tmp_path / "plan",
+        [hash_action(client, server, prefix, i) for i in (OLD1, OLD2, RETRIED, DELIVERED)]
+        + [entry_action(server, prefix, i) for i in (GONE, LATE)],
+    )
+    before = snapshot(client, prefix)
+    queue = prefix + "queue"
+    seen: list[str] = []
+
+    def slimta(label: str) -> None:
+        """slimta writes right after the last check passed (the key is WATCHed), once per
+        target, except RETRIED, rewritten (same content) before every EXEC."""
+        first = label not in seen
+        seen.append(label)
+        if label == f"before delete hash {prefix}{OLD1}" and first:
+            client.hincrby(prefix + OLD1, "attempts", 1)  # a delivery attempt counted
+        elif label == f"before delete hash {prefix}{OLD2}" and first:
+            client.hset(prefix + OLD2, "attempts", "0")  # written, content unchanged
+        elif label == f"before delete hash {prefix}{RETRIED}":
+            client.hset(prefix + RETRIED, "attempts", "0")
+        elif label == f"before delete hash {prefix}{DELIVERED}" and first:
+            client.delete(prefix + DELIVERED)  # delivered: RedisStorage.remove
+        elif label == f"before remove the entry naming {GONE} from {queue}" and first:
+            store_message(client, prefix, NEW)  # another message enqueued: the list pushed
+        elif label == f"before remove the entry naming {LATE} from {queue}" and first:
+            store_message(client, prefix, LATE, queued=False)  # its message stored again
+
+    result = purge_with_hook(plan, slimta)
+    kept_changing = (
+        f"Redis key {prefix}{RETRIED} kept changing between the check and the delete "
+        f"(WATCH aborted {purge_executor.WATCH_ATTEMPTS} attempts)"
+    )
+    assert skipped_records(result) == [
+        (0, CHANGED_HASH, True, 0),
+        (2, kept_changing, True, 0),
+        (5, ENTRY_MESSAGE_EXISTS, True, 0),
+    ]
+    # Every refused EXEC was followed by a new rate slot and a new check.
+    assert seen.count(f"rate slot delete hash {prefix}{RETRIED}") == purge_executor.WATCH_ATTEMPTS
+    assert seen.count(f"rate slot delete hash {prefix}{OLD2}") == 2
+    assert result.done == 3 and result.verification is not None and result.verification["ok"]
+    after = snapshot(client, prefix)
+    old1 = (prefix + OLD1).encode()
+    assert after.pop(old1) == {**before[old1], b"attempts": b"1"}
+    assert after.pop(queue.encode()) == [entry(LATE), entry(KEEP), entry(NEW)]
+    assert after.pop((prefix + NEW).encode())[b"attempts"] == b"0"
+    assert after.pop((prefix + LATE).encode())[b"attempts"] == b"0"
+    unchanged = {(prefix + i).encode() for i in (RETRIED, KEEP)}
+    assert after == {k: v for k, v in before.items() if k in unchanged}
+    assert removed_by_seq(result) == {
+        1: {"keys": 1, "bytes": hash_size(before[(prefix + OLD2).encode()])},
+        3: {"keys": 0, "bytes": 0},  # deleted by slimta between the check and the EXEC
+        4: {"entries": 1, "bytes": len(entry(GONE))},
+    }
 
 
 def test_census_sees_a_hash_losing_its_timestamp(

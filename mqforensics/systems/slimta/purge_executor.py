@@ -13,14 +13,27 @@ One executor per backend (python-slimta 5.0.5 layouts, see `disk`, `redis_store`
   inode before any is unlinked (`held_unlink`), so a rewrite between the check and the unlink
   puts both files back and skips the action; the remaining window is a write through a file
   descriptor opened before the hold, between the held file's check and its unlink.
-* `RedisExecutor` (``slimta.delete_redis_hash``, ``slimta.remove_queue_entry``): each deletion
-  runs in a ``WATCH``/``MULTI``/``EXEC`` transaction after re-reading what it watches, so a
-  write by slimta in between aborts it instead of being lost. Keys are only ever named, never
-  matched (no ``KEYS``, no scan-and-delete).
-* `S3Executor` (``slimta.delete_object``): HEAD, then a DeleteObject conditional on the planned
-  ETag (``If-Match``, which SeaweedFS and AWS S3 honour). slimta counts attempts by rewriting
-  an object's metadata, which keeps its ETag: a precondition may also give the ``metadata``
-  (as HEAD returns it) or ``last_modified`` the plan saw, and then a change of those skips too.
+* `RedisExecutor` (``slimta.delete_redis_hash``, ``slimta.remove_queue_entry``): after the rate
+  wait, the last check ``WATCH``es what it reads (the hash; the list and the message key), then
+  reads it on that connection (TYPE and HGETALL against the planned digest; the entry still in
+  the list and its message still absent), and ``MULTI``/``DEL`` (``LREM``)/``EXEC`` follows at
+  once. Redis aborts the ``EXEC`` on any write to a watched key after the ``WATCH``, so there is
+  no window: a write by slimta between the check and the delete deletes nothing, and the next
+  attempt (after its own rate slot) checks again. A hash that really changed, or a message
+  written again for its queue entry, is skipped; a hash rewritten with the same content is
+  deleted; a key still being written after `WATCH_ATTEMPTS` (`QUEUE_WATCH_ATTEMPTS` for the
+  busy notification list) is skipped as changing. Keys are only ever named, never matched (no
+  ``KEYS``, no scan-and-delete).
+* `S3Executor` (``slimta.delete_object``): after the rate wait, the last check is a HEAD (size
+  and ETag, and the ``metadata`` and ``last_modified`` when the plan gives them), then at once a
+  DeleteObject conditional on that ETag (``If-Match``, which SeaweedFS and AWS S3 honour): a
+  new body stored between the HEAD and the delete makes it fail (412), and the object is
+  skipped. The remaining window, between the HEAD's answer and the delete (nothing waits there),
+  is a rewrite that keeps the ETag: slimta counts attempts by rewriting an object's metadata (a
+  copy onto itself: same body, same ETag), and ``If-Match`` lets the delete of an object so
+  rewritten (or stored again with the same bytes) go ahead. A store that does not implement
+  conditional deletes (``NotImplemented``) gets a plain delete after the HEAD: there any write in
+  that window is deleted.
 
 Endpoints and logins never come from the plan: Redis from ``--redis`` (else the plan's
 ``HOST:PORT/DB``) with ``MQF_REDIS_USERNAME`` / ``MQF_REDIS_PASSWORD``; S3 from
@@ -42,7 +55,7 @@ from typing import Any
 
 from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.purge.engine import Operations, Verdict
+from mqforensics.purge.engine import Operations, TargetChanged, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, unlink_checked
 from mqforensics.retention.manifest import Action, Plan
 from mqforensics.systems.slimta.digests import file_digest, hash_fields_digest
@@ -272,6 +285,8 @@ def _declared_meta_dirs(value: Any) -> Iterator[tuple[str, str]]:
 
 # -- Redis -----------------------------------------------------------------------------------
 
+ENTRY_MESSAGE_EXISTS = "the message exists"
+
 
 def _type_name(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -420,19 +435,31 @@ class RedisExecutor:
     # -- delete_redis_hash -------------------------------------------------------------------
 
     def _verify_hash(self, action: Action) -> Verdict:
-        target = action.target
-        client = self._client(target["server"])
-        kind = _type_name(client.type(target["key"]))
+        return self._check_hash(action, self._client(action.target["server"]), {})
+
+    @staticmethod
+    def _check_hash(action: Action, conn: Any, seen: dict[str, int]) -> Verdict:
+        """The hash as planned (its fields' digest), through `conn` (a client, or a pipeline
+        watching the key); its size goes to ``seen["bytes"]``."""
+        key = action.target["key"]
+        kind = _type_name(conn.type(key))
         if kind == "none":
             return Verdict(True, already_done=True)
         if kind != "hash":
-            return Verdict(False, f"{target['key']} is a Redis {kind} now, not a hash")
-        fields = client.hgetall(target["key"])
+            return Verdict(False, f"{key} is a Redis {kind} now, not a hash")
+        fields = conn.hgetall(key)
         if not fields:  # deleted between TYPE and HGETALL
             return Verdict(True, already_done=True)
         if hash_fields_digest(fields) != action.precondition["fields_sha256"]:
             return Verdict(False, CHANGED_HASH)
+        seen["bytes"] = _hash_size(fields)
         return Verdict(True)
+
+    def _watch_hash(self, action: Action, pipe: Any, seen: dict[str, int]) -> Verdict:
+        """The last check of a hash delete: WATCH the key, then check it on that connection, so
+        that any write to it from now on makes the EXEC of the delete fail."""
+        pipe.watch(action.target["key"])
+        return self._check_hash(action, pipe, seen)
 
     def _apply_hash(self, action: Action, ops: Operations) -> dict[str, Any]:
         import redis
@@ -442,46 +469,35 @@ class RedisExecutor:
         client = self._client(target["server"])
         label = f"delete hash {key}"
         for _ in range(WATCH_ATTEMPTS):
+            seen: dict[str, int] = {}
             with client.pipeline(transaction=True) as pipe:
+                # The rate slot, then WATCH and the check, then at once MULTI/DEL/EXEC.
+                if not ops.destructive(label, partial(self._watch_hash, action, pipe, seen)):
+                    return {"keys": 0, "bytes": 0}
+                pipe.multi()
+                pipe.delete(key)
                 try:
-                    pipe.watch(key)
-                    kind = _type_name(pipe.type(key))
-                    if kind == "none":
-                        return {"keys": 0, "bytes": 0}
-                    fields = pipe.hgetall(key) if kind == "hash" else {}
-                    if kind != "hash" or (
-                        hash_fields_digest(fields) != action.precondition["fields_sha256"]
-                    ):
-                        raise InputError(
-                            f"Redis key {key} changed after it was verified "
-                            f"({CHANGED_HASH}); rerun to re-check it"
-                        )
-                    pipe.multi()
-                    pipe.delete(key)
-                    ops.destructive(label)
                     pipe.execute()
-                    ops.completed(label)
-                    return {"keys": 1, "bytes": _hash_size(fields)}
                 except redis.WatchError:
-                    continue  # slimta wrote it between WATCH and EXEC: look again
-        raise InputError(f"Redis key {key} kept changing while being deleted; rerun to re-check it")
+                    # slimta wrote the key between the check and the EXEC: nothing was
+                    # deleted; the next attempt waits for its slot and checks it again.
+                    continue
+                ops.completed(label)
+                return {"keys": 1, "bytes": seen["bytes"]}
+        raise TargetChanged(
+            f"Redis key {key} kept changing between the check and the delete "
+            f"(WATCH aborted {WATCH_ATTEMPTS} attempts)"
+        )
 
     # -- remove_queue_entry ------------------------------------------------------------------
 
     def _verify_entry(self, action: Action) -> Verdict:
         target = action.target
-        text, queue = target["server"], target["list"]
-        message_key = action.precondition["message_key"]
+        text, message_key = target["server"], action.precondition["message_key"]
         client = self._client(text)
-        kind = _type_name(client.type(queue))
-        if kind == "none":
-            return Verdict(True, already_done=True)
-        if kind != "list":
-            return Verdict(False, f"{queue} is a Redis {kind} now, not a list")
-        if client.lpos(queue, bytes.fromhex(target["entry_hex"])) is None:
-            return Verdict(True, already_done=True)
-        if not client.exists(message_key):
-            return Verdict(True)
+        verdict = self._check_entry(action, client)
+        if verdict.ok or verdict.reason != ENTRY_MESSAGE_EXISTS:
+            return verdict
         # In a dry run the hash an earlier action deletes is still there: the entry would go
         # when that action does. (When applying, that action has run: the key is gone, or it
         # changed and was skipped, and then so is this entry.)
@@ -493,37 +509,56 @@ class RedisExecutor:
             and hash_fields_digest(client.hgetall(message_key)) == earlier[1]
         ):
             return Verdict(True, detail={"message_deleted_first_by_action": earlier[0]})
-        return Verdict(False, "the message exists")
+        return verdict
+
+    @staticmethod
+    def _check_entry(action: Action, conn: Any) -> Verdict:
+        """The entry still in its list and still dangling (no message key), through `conn` (a
+        client, or a pipeline watching the list and the message key)."""
+        target = action.target
+        queue = target["list"]
+        kind = _type_name(conn.type(queue))
+        if kind == "none":
+            return Verdict(True, already_done=True)
+        if kind != "list":
+            return Verdict(False, f"{queue} is a Redis {kind} now, not a list")
+        if conn.lpos(queue, bytes.fromhex(target["entry_hex"])) is None:
+            return Verdict(True, already_done=True)
+        if conn.exists(action.precondition["message_key"]):
+            return Verdict(False, ENTRY_MESSAGE_EXISTS)
+        return Verdict(True)
+
+    def _watch_entry(self, action: Action, pipe: Any) -> Verdict:
+        """The last check of an entry removal: WATCH the list and the message key, then check
+        on that connection (a push, a pop or the message written again aborts the EXEC)."""
+        pipe.watch(action.target["list"], action.precondition["message_key"])
+        return self._check_entry(action, pipe)
 
     def _apply_entry(self, action: Action, ops: Operations) -> dict[str, Any]:
         import redis
 
         target = action.target
         queue, value = target["list"], bytes.fromhex(target["entry_hex"])
-        message_key = action.precondition["message_key"]
         client = self._client(target["server"])
         label = f"remove {_entry_name(target)} from {queue}"
         for _ in range(QUEUE_WATCH_ATTEMPTS):
             with client.pipeline(transaction=True) as pipe:
+                if not ops.destructive(label, partial(self._watch_entry, action, pipe)):
+                    return {"entries": 0, "bytes": 0}
+                pipe.multi()
+                pipe.lrem(queue, 0, value)
                 try:
-                    pipe.watch(queue, message_key)
-                    kind = _type_name(pipe.type(queue))
-                    if kind == "none" or (kind == "list" and pipe.lpos(queue, value) is None):
-                        return {"entries": 0, "bytes": 0}
-                    if kind != "list" or pipe.exists(message_key):
-                        raise InputError(
-                            f"{queue}: {_entry_name(target)} is no longer dangling (its "
-                            "message exists); rerun to re-check it"
-                        )
-                    pipe.multi()
-                    pipe.lrem(queue, 0, value)
-                    ops.destructive(label)
                     (count,) = pipe.execute()
-                    ops.completed(label)
-                    return {"entries": int(count), "bytes": int(count) * len(value)}
                 except redis.WatchError:
-                    continue  # slimta pushed or popped meanwhile: look again
-        raise InputError(f"{queue} kept changing while removing an entry; rerun to resume")
+                    # slimta pushed or popped (or wrote the message) between the check and the
+                    # EXEC: nothing was removed; the next attempt checks again after its slot.
+                    continue
+                ops.completed(label)
+                return {"entries": int(count), "bytes": int(count) * len(value)}
+        raise TargetChanged(
+            f"{queue} kept changing between the check and the removal of {_entry_name(target)} "
+            f"(WATCH aborted {QUEUE_WATCH_ATTEMPTS} attempts)"
+        )
 
 
 def _entry_name(target: dict[str, Any]) -> str:
@@ -594,6 +629,9 @@ def _second(value: Any) -> str | None:
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+OVERWRITTEN_AT_DELETE = "object overwritten between the check and the delete (If-Match refused)"
+
+
 class S3Executor:
     """Deletes the objects of slimta's cloud storage a plan names, each still as planned."""
 
@@ -661,20 +699,15 @@ class S3Executor:
         from botocore.exceptions import ClientError
 
         target, pre = action.target, action.precondition
-        head = self._head(target)
-        if head is None:
-            return {"objects": 0, "bytes": 0}
-        drift = self._drift(head, pre)
-        if drift:
-            raise InputError(
-                f"s3://{target['bucket']}/{target['key']}: {drift} after it was verified; "
-                "rerun to re-check it"
-            )
         label = f"delete object s3://{target['bucket']}/{target['key']}"
+        # The rate slot, then HEAD (size, ETag, metadata, Last-Modified as planned), then at
+        # once the delete.
+        if not ops.destructive(label, partial(self.verify, action)):
+            return {"objects": 0, "bytes": 0}
+        # If-Match the ETag the check just saw (the planned one): an overwrite since the HEAD
+        # makes it fail (412). A rewrite that keeps the ETag (slimta's metadata) is not seen.
         etag = pre["etag"].strip('"')
-        ops.destructive(label)
         try:
-            # If-Match: an overwrite between the HEAD and the delete makes it fail (412).
             self._client().delete_object(
                 Bucket=target["bucket"], Key=target["key"], IfMatch=f'"{etag}"'
             )
@@ -682,13 +715,11 @@ class S3Executor:
             code = _error_code(exc)
             if code == "NotImplemented":  # a store without conditional deletes: HEAD was it
                 self._client().delete_object(Bucket=target["bucket"], Key=target["key"])
-            elif code in ("PreconditionFailed", "412"):
+            elif code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NotFound"):
                 if self._head(target) is not None:
-                    raise InputError(
-                        f"s3://{target['bucket']}/{target['key']} was overwritten while being "
-                        "deleted; rerun to re-check it"
-                    ) from None
-                return {"objects": 0, "bytes": 0}  # deleted by someone else meanwhile
+                    raise TargetChanged(OVERWRITTEN_AT_DELETE) from None
+                # Deleted by someone else since the HEAD (SeaweedFS answers 412, AWS 404).
+                return {"objects": 0, "bytes": 0}
             else:
                 raise
         ops.completed(label)
