@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqforensics.services import cyrus as cyrus_service
-from mqforensics.systems.cyrus import checks, twoskip
+from mqforensics.systems.cyrus import checks, records, twoskip
 from mqforensics.systems.cyrus.checks import Database
-from mqforensics.systems.cyrus.imap_acl import ImapAdmin
+from mqforensics.systems.cyrus.dbtool import DbTool
+from mqforensics.systems.cyrus.imap_acl import ImapAdmin, quote
 
 PASSWORD = "scenario-pw"
 DOMAIN = "example.org"  # the server's defaultdomain
@@ -33,6 +34,41 @@ def login(info: dict, user: str, password: str = PASSWORD) -> imaplib.IMAP4:
 
 def admin(info: dict) -> ImapAdmin:
     return ImapAdmin(info["host"], info["port"], info["username"], info["password"])
+
+
+def setacl(info: dict, mailbox: str, identifier: str, rights: str) -> None:
+    """SETACL as the admin on an admin-visible name (``+w`` adds a right, ``""`` deletes)."""
+    imap = login(info, info["username"], info["password"])
+    try:
+        if rights:
+            ok(imap._simple_command("SETACL", quote(mailbox), quote(identifier), quote(rights)))
+        else:
+            ok(imap._simple_command("DELETEACL", quote(mailbox), quote(identifier)))
+    finally:
+        imap.logout()
+
+
+def rights(info: dict, mailbox: str, identifier: str) -> str | None:
+    """The identifier's rights on an admin-visible name, None without an entry."""
+    session = admin(info)
+    try:
+        return session.getacl(mailbox).get(identifier)
+    finally:
+        session.close()
+
+
+def legacy_grant(info: dict, intname: str, identifier: str, granted: str) -> None:
+    """Put a grant Cyrus 3.6 refuses to make over IMAP (an identifier its auth module cannot
+    canonify, as older versions or ``ctl_mboxlist -u`` leave them) into the mailbox's record,
+    with the RACL key Cyrus would keep for it."""
+    tool = DbTool.for_mailboxes(Path(info["config"]))
+    key = b"N" + records.intname_to_dbname(intname).encode()
+    value = tool.get(key)
+    assert value is not None and value.count(b" A %(") == 1, value
+    entry = f"{identifier} {granted} ".encode()
+    shared = records.owner_of(intname) is None
+    racl = records.racl_key((3, 6, 1), shared, identifier, intname)
+    tool.set_keys([(key, value.replace(b" A %(", b" A %(" + entry)), (racl, b"")])
 
 
 @dataclass

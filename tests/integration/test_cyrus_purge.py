@@ -3,14 +3,20 @@ subject over IMAP, RACL key repairs through cyr_dbtool on the live database."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mqforensics import cli
+from mqforensics.purge import faults
+from mqforensics.purge.engine import PurgeResult, run_purge
 from mqforensics.purge.journal import read_journal
-from mqforensics.retention.manifest import read_plan
+from mqforensics.retention.manifest import Action, read_plan
 from mqforensics.systems.cyrus import checks, twoskip
 from mqforensics.systems.cyrus.checks import Database
 from mqforensics.systems.cyrus.dbtool import DbTool
@@ -22,6 +28,7 @@ from mqforensics.systems.cyrus.planner import (
     RACL_ADD,
     RACL_REMOVE,
 )
+from mqforensics.systems.cyrus.purge_executor import build_executors
 from tests.integration import cyrus_support as support
 from tests.integration.cyrus_support import DOMAIN
 from tests.integration.james_purge_support import purge
@@ -236,3 +243,201 @@ def test_purge_without_the_server_options_says_what_is_missing(cyrus, scenario, 
     result = purge(plan_dir, {"MQF_IMAP_USERNAME": ""}, "--imap", "127.0.0.1:1")
     assert result.returncode == 2 and "MQF_IMAP_PASSWORD" in result.stderr
     assert json.loads((plan_dir / "plan.json").read_text())["action_count"] >= 1
+
+
+class _AtAction:
+    """A fault hook: ``changes[(action id, point label)]`` runs at that point of that action
+    (the action is the one whose ``started`` record was written last)."""
+
+    def __init__(self, plan_dir: Path, changes: dict[tuple[str, str], Callable[[], None]]):
+        self.journal = plan_dir / "journal.jsonl"
+        self.pending = dict(changes)
+        self.current = ""
+
+    def __call__(self, label: str) -> None:
+        if label == "journal started":
+            self.current = json.loads(self.journal.read_text().splitlines()[-1])["id"]
+        change = self.pending.pop((self.current, label), None)
+        if change is not None:
+            change()
+
+
+def _hooked_purge(plan_dir: Path, args: argparse.Namespace, hook: _AtAction) -> PurgeResult:
+    plan = read_plan(plan_dir)
+    executors = build_executors(plan, args)
+    faults.set_hook(hook)
+    try:
+        return run_purge(plan, executors, apply=True, out=lambda _: None)
+    finally:
+        faults.set_hook(None)
+        for executor in executors:
+            executor.close()
+
+
+def _outcomes(plan_dir: Path) -> dict[str, dict]:
+    return {
+        r["id"]: r
+        for r in read_journal(plan_dir / "journal.jsonl")
+        if r["event"] in ("done", "skipped")
+    }
+
+
+def test_deleteacl_last_check_and_rights_removal_keep_what_changed(cyrus, tmp_path, monkeypatch):
+    """A grant changed during the rate wait is skipped at the last check; rights granted
+    between the check and the delete survive SETACL -<planned rights>, and the action is
+    skipped; a legacy identifier Cyrus refuses in SETACL is removed with DELETEACL."""
+    s = support.build(cyrus)  # its own users: the module scenario's ben is erased above
+    t, ben = s.tag, s.users["ben"]
+    legacy = f"ann&ben{t}@{DOMAIN}"  # '&': Cyrus cannot canonify it, SETACL -lr is refused
+    support.legacy_grant(cyrus, f"user.ann{t}.Private", legacy, "lr")
+    policy = _erase(ben).replace(f'["{ben}"]', f'["{ben}", "{legacy}"]')
+    plan_dir = _plan(cyrus, tmp_path, policy, "erase")
+    assert cli.main(["approve", str(plan_dir), "--by", "dpo@example.net"]) == 0
+    actions = list(read_plan(plan_dir).actions())
+    admin = support.admin(cyrus)
+    names = {a.id: admin.name_of(a.target["mailbox"]) for a in actions}
+    admin.close()
+    (old,) = [a for a in actions if a.target["identifier"] == legacy]
+    waited, raced = [a for a in actions if a is not old][:2]
+    before = _all_acls(cyrus)
+    now: dict[str, str | None] = {}
+
+    def grant_more(action: Action) -> None:
+        name, ident = names[action.id], action.target["identifier"]
+        extra = "w" if "w" not in action.precondition["rights"] else "i"
+        support.setacl(cyrus, name, ident, "+" + extra)
+        now[action.id] = support.rights(cyrus, name, ident)
+        now[action.id + " extra"] = extra
+
+    hook = _AtAction(
+        plan_dir,
+        {
+            (waited.id, "rate slot remove rights"): lambda: grant_more(waited),
+            (raced.id, "before remove rights"): lambda: grant_more(raced),
+        },
+    )
+    monkeypatch.setenv("MQF_IMAP_USERNAME", cyrus["username"])
+    monkeypatch.setenv("MQF_IMAP_PASSWORD", cyrus["password"])
+    args = argparse.Namespace(imap=f"{cyrus['host']}:{cyrus['port']}", imap_ssl=False)
+    result = _hooked_purge(plan_dir, args, hook)
+    assert not hook.pending
+
+    w_ident, r_ident = waited.target["identifier"], raced.target["identifier"]
+    w_name, r_name = names[waited.id], names[raced.id]
+    assert now[waited.id] != waited.precondition["rights"]
+    assert result.skips == [
+        (
+            waited.seq,
+            DELETE_ACL,
+            f"rights changed since the plan ({waited.precondition['rights']} -> {now[waited.id]})",
+        ),
+        (
+            raced.seq,
+            DELETE_ACL,
+            f"rights granted to {r_ident} on {r_name} between the check and the delete were "
+            f"kept: {now[raced.id + ' extra']}",
+        ),
+    ]
+    outcomes = _outcomes(plan_dir)
+    assert outcomes[waited.id]["at_last_check"] is True
+    assert outcomes[waited.id]["completed_operations"] == 0
+    assert outcomes[raced.id]["at_last_check"] is True
+    assert outcomes[raced.id]["completed_operations"] == 1  # its planned rights went
+    assert outcomes[old.id]["event"] == "done"
+    assert outcomes[old.id]["removed"] == {"removed_rights": "lr", "method": "DELETEACL"}
+    assert [a.id for a in actions if outcomes[a.id]["event"] == "done"] == [
+        a.id for a in actions if a not in (waited, raced)
+    ]
+    removed = {(names[a.id], a.target["identifier"]) for a in actions}
+    expected = {k: v for k, v in before.items() if k not in removed}
+    expected[(w_name, w_ident)] = now[waited.id]  # planned rights and the new one
+    expected[(r_name, r_ident)] = now[raced.id + " extra"]  # only the right granted late
+    assert _all_acls(cyrus) == expected
+    verified = [r for r in read_journal(plan_dir / "journal.jsonl") if r["event"] == "verified"]
+    assert verified[-1]["ok"] is True, verified[-1]["problems"]
+    # Cyrus kept the RACL keys in step: gone with the entries, kept for the surviving l/r.
+    db = support.read_db(support.snapshot(cyrus, tmp_path / "after.db"))
+    assert support.racl_findings(db) == []
+
+
+def test_racl_last_check_holds_the_database_lock_until_the_write(cyrus, tmp_path):
+    """A grant changed during the rate wait skips the key's action; a grant changed between
+    the check and the write waits for the write's commit (cyr_dbtool's transaction holds the
+    lock), and Cyrus then updates the key for it."""
+    s = support.build(cyrus)
+    t, cat = s.tag, s.users["cat"]
+    tool = DbTool.for_mailboxes(Path(cyrus["config"]))
+    private, archive = f"user{US}ann{t}{US}Private", f"user{US}ann{t}{US}Archive"
+    eve = f"AU{RS}eve{t}{RS}{private}".encode()  # needed by "eve lr"
+    cat_key = f"AU{RS}{cat}{RS}{archive}".encode()  # needed by "cat lrs"
+    zoe = f"AU{RS}zoe{t}{RS}{private}".encode()  # no grant
+    yan = f"AU{RS}yan{t}{RS}{archive}".encode()  # no grant
+    assert tool.get(eve) == b"" and tool.get(cat_key) == b""
+    tool.delete_keys([eve, cat_key])
+    tool.set_keys([(zoe, b""), (yan, b"")])
+    plan_dir = _plan(cyrus, tmp_path, REPAIR, "repair")
+    assert cli.main(["approve", str(plan_dir), "--by", "postmaster"]) == 0
+    mine = {
+        bytes.fromhex(a.target["key_hex"]): a
+        for a in read_plan(plan_dir).actions()
+        if f"ann{t}".encode() in bytes.fromhex(a.target["key_hex"])
+    }
+    assert {k: a.kind for k, a in mine.items()} == {
+        eve: RACL_ADD, cat_key: RACL_ADD, zoe: RACL_REMOVE, yan: RACL_REMOVE,
+    }  # fmt: skip
+    box = {private: f"user/ann{t}/Private", archive: f"user/ann{t}/Archive"}
+    blocked: dict[str, threading.Thread] = {}
+
+    def racing(name: str, change: Callable[[], None]) -> None:
+        """Start `change` (over IMAP) and see that it waits for the lock the check holds."""
+        thread = threading.Thread(target=change)
+        thread.start()
+        time.sleep(1.0)
+        assert thread.is_alive(), f"{name}: the ACL change did not wait for the transaction"
+        blocked[name] = thread
+
+    hook = _AtAction(
+        plan_dir,
+        {
+            (mine[zoe].id, "rate slot racl remove"): lambda: support.setacl(
+                cyrus, box[private], f"zoe{t}", "lr"
+            ),
+            (mine[eve].id, "rate slot racl add"): lambda: support.setacl(
+                cyrus, box[private], f"eve{t}", ""
+            ),
+            (mine[yan].id, "before racl remove"): lambda: racing(
+                "yan", lambda: support.setacl(cyrus, box[archive], f"yan{t}", "lr")
+            ),
+            (mine[cat_key].id, "before racl add"): lambda: racing(
+                "cat", lambda: support.setacl(cyrus, box[archive], cat, "")
+            ),
+        },
+    )
+    args = argparse.Namespace(cyrus_config=cyrus["config"], cyrus_tools=None, cyrus_user=None)
+    result = _hooked_purge(plan_dir, args, hook)
+    assert not hook.pending
+    for thread in blocked.values():
+        thread.join(30)
+        assert not thread.is_alive()
+    assert sorted(blocked) == ["cat", "yan"]
+
+    outcomes = _outcomes(plan_dir)
+    assert {k: outcomes[a.id]["event"] for k, a in mine.items()} == {
+        zoe: "skipped", eve: "skipped", yan: "done", cat_key: "done",
+    }  # fmt: skip
+    assert outcomes[mine[zoe].id]["reason"] == "a grant now needs this key"
+    assert outcomes[mine[eve].id]["reason"] == "the grant that needs this key is gone or changed"
+    assert all(outcomes[mine[k].id]["at_last_check"] is True for k in (zoe, eve))
+    assert outcomes[mine[yan].id]["removed"] == {"removed": True}
+    assert outcomes[mine[cat_key].id]["removed"] == {"added": True}
+    assert len(result.skips) == 2
+    # The late changes came after the writes: Cyrus re-added yan's key for the new grant, and
+    # removed the key just added for cat with cat's grant; zoe's grant kept its key.
+    assert support.rights(cyrus, box[private], f"zoe{t}") == "lr" and tool.get(zoe) == b""
+    assert support.rights(cyrus, box[private], f"eve{t}") is None and tool.get(eve) is None
+    assert support.rights(cyrus, box[archive], f"yan{t}") == "lr" and tool.get(yan) == b""
+    assert support.rights(cyrus, box[archive], cat) is None and tool.get(cat_key) is None
+    verified = [r for r in read_journal(plan_dir / "journal.jsonl") if r["event"] == "verified"]
+    assert verified[-1]["ok"] is True, verified[-1]["problems"]
+    db = support.read_db(support.snapshot(cyrus, tmp_path / "after.db"))
+    assert support.racl_findings(db) == []

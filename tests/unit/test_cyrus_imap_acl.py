@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import imaplib
 
+import pytest
+
 from mqforensics.errors import AuthenticationFailed
 from mqforensics.systems.cyrus.imap_acl import (
+    ImapAdmin,
+    InvalidIdentifier,
     LoginRefused,
     classify_error,
     external_name,
@@ -35,3 +39,10 @@ def test_error_classes() -> None:
     assert classify_error(imaplib.IMAP4.abort("socket closed")) == "retry"
     assert classify_error(ConnectionRefusedError()) == "retry"
     assert classify_error(imaplib.IMAP4.error("DELETEACL failed: NO")) is None
+
+
+def test_remove_rights_needs_rights_and_a_refused_identifier_is_not_retried() -> None:
+    admin = ImapAdmin("127.0.0.1", 1, "admin", "pw")  # nothing listens: no command may be sent
+    with pytest.raises(ValueError, match="no rights"):
+        admin.remove_rights("user/ann/Box", "bob", "")  # "SETACL ... -" would remove nothing
+    assert classify_error(InvalidIdentifier("SETACL failed: Invalid identifier")) is None

@@ -1,4 +1,15 @@
-"""ACLs over IMAP as a Cyrus admin: LIST, GETACL, DELETEACL (RFC 4314), nothing else.
+"""ACLs over IMAP as a Cyrus admin: LIST, GETACL, SETACL removing rights, DELETEACL (RFC 4314),
+nothing else (it never grants a right).
+
+``SETACL mailbox identifier -rights`` removes exactly those rights from the entry, atomically on
+the server (Cyrus reads and rewrites the ACL under its mailbox and `mailboxes.db` locks), and
+Cyrus drops the entry, and the entry's RACL key with it, when no right is left (``cyrus_acl_set``:
+an entry whose access becomes 0 is removed; verified on 3.6.1). Cyrus refuses to name an
+identifier its auth module cannot canonify in a SETACL with rights (with ``auth_mech: unix``,
+the default: a ``group:`` that no longer exists, a name longer than 80 bytes, a byte outside its
+allowed set such as ``&``, ``/`` or non-ASCII): `InvalidIdentifier`. Such legacy entries can
+still be removed whole with DELETEACL. Both commands name the canonical form of the identifier
+(``username_tolower`` lowercases it), not necessarily the entry's stored spelling.
 
 Mailboxes are named as the admin sees them: the intname's components joined with the hierarchy
 separator of the admin's NAMESPACE (``/`` with ``unixhierarchysep: yes``, where ``^`` in an
@@ -28,6 +39,10 @@ class LoginRefused(Exception):
 
 class NoSuchMailbox(Exception):
     pass
+
+
+class InvalidIdentifier(Exception):
+    """Cyrus will not take the identifier in a SETACL with rights (see the module docstring)."""
 
 
 def quote(text: str) -> str:
@@ -128,6 +143,8 @@ class ImapAdmin:
             text = b" ".join(_flatten(d) for d in data if d).decode(errors="replace")
             if "NONEXISTENT" in text.upper() or "does not exist" in text:
                 raise NoSuchMailbox(text)
+            if "invalid identifier" in text.lower():
+                raise InvalidIdentifier(f"{name} failed: {text}")
             raise imaplib.IMAP4.error(f"{name} failed: {text}")
         return [_flatten(d) for d in data if d is not None]
 
@@ -153,6 +170,13 @@ class ImapAdmin:
                 return dict(zip(pairs[::2], pairs[1::2], strict=False))
         # Never read "no answer" as "no grant": that would pass a DELETEACL as already done.
         raise imaplib.IMAP4.error(f"GETACL {mailbox}: no ACL response for that name ({lines!r})")
+
+    def remove_rights(self, mailbox: str, identifier: str, rights: str) -> None:
+        """``SETACL mailbox identifier -rights``: takes exactly `rights` from the entry (the
+        entry goes when none is left); rights granted beside them stay."""
+        if not rights:
+            raise ValueError("remove_rights: no rights to remove")
+        self._command("SETACL", quote(mailbox), quote(identifier), quote("-" + rights))
 
     def deleteacl(self, mailbox: str, identifier: str) -> None:
         self._command("DELETEACL", quote(mailbox), quote(identifier))

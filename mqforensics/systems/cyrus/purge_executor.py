@@ -1,13 +1,31 @@
-"""The purger's executors for Cyrus plans (`planner`): DELETEACL over IMAP, RACL keys by
-``cyr_dbtool``.
+"""The purger's executors for Cyrus plans (`planner`): DELETEACL actions over IMAP, RACL keys
+through ``cyr_dbtool``. Both census what the plan does not name (every other ACL entry; every
+other RACL key) so the engine can prove nothing else changed. Credentials come from the
+environment only.
 
-`AclExecutor` re-reads the mailbox's ACL with GETACL right before each DELETEACL: the grant
-must still hold exactly the planned rights (else the action is skipped: someone changed it since
-the plan), an absent identifier is already done, a mailbox that is gone (renamed or deleted) is
-skipped. `RaclExecutor` re-reads the key and its mailbox record through ``cyr_dbtool`` (under
-the database lock) and adds or removes the key only while the version's rule still says so.
-Both census what the plan does not name (every other ACL entry; every other RACL key) so the
-engine can prove nothing else changed. Credentials come from the environment only.
+`AclExecutor`, a grant's rights removed as an admin over IMAP. Last check, after the rate wait:
+a GETACL of the mailbox; the grant must still hold exactly the planned rights (else skipped:
+changed since the plan), an absent identifier is already done, a mailbox that is gone (renamed
+or deleted) is skipped. IMAP has no conditional DELETEACL, so the delete is
+``SETACL mailbox identifier -<planned rights>`` (RFC 4314): Cyrus applies it atomically and drops
+the entry, and its RACL key, when no right is left (3.6.1, verified). Rights granted between the
+check and that command survive it; a GETACL right after it finds them and the action is skipped
+("... were kept: <rights>"). Remaining window: one IMAP round trip (check, then SETACL) in which
+a change that only *takes* planned rights away is not told apart (the entry goes, as planned);
+nothing granted in it is lost. Cyrus refuses SETACL with rights for an identifier it cannot
+canonify (a ``group:`` that no longer exists, over 80 bytes, ``&``, ``/``, non-ASCII: legacy
+entries); for those the executor checks again (a new rate slot, a new GETACL) and removes the
+entry with DELETEACL, which removes whatever it holds then: rights granted in that round trip are
+lost with it (its ``removed`` record says ``"method": "DELETEACL"``).
+
+`RaclExecutor`, RACL keys added or removed in the live `mailboxes.db`. Last check, after the
+rate wait: the key, its mailbox's record and the RACL marker read by ``cyr_dbtool`` inside one
+transaction (`dbtool.Transaction`), which takes the database's write lock; the key's write and
+``COMMIT`` follow in the same process, so the lock is held from the check to the write. Cyrus
+writes a mailbox's ACL and its RACL keys under that same lock, so no grant can change between
+the check and the write: remaining window none (a grant changed meanwhile waits for the commit,
+then Cyrus updates the keys for it as usual). The lock is held for milliseconds (no wait comes
+between the read and the commit); a server without the marker (RACLs off) is skipped.
 """
 
 from __future__ import annotations
@@ -16,16 +34,27 @@ import argparse
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError
-from mqforensics.purge.engine import Operations, Verdict
+from mqforensics.purge.engine import Operations, TargetChanged, Verdict
 from mqforensics.retention.manifest import Action, Plan
 from mqforensics.systems.cyrus import records
-from mqforensics.systems.cyrus.dbtool import DEFAULT_TOOLS, DEFAULT_USER, DbTool
-from mqforensics.systems.cyrus.imap_acl import ImapAdmin, NoSuchMailbox, classify_error
+from mqforensics.systems.cyrus.dbtool import DEFAULT_TOOLS, DEFAULT_USER, DbTool, Transaction
+from mqforensics.systems.cyrus.imap_acl import (
+    ImapAdmin,
+    InvalidIdentifier,
+    NoSuchMailbox,
+    classify_error,
+)
 from mqforensics.systems.cyrus.planner import DELETE_ACL, RACL_ADD, RACL_REMOVE
+
+NO_MARKER = (
+    "reverse ACLs are off on the server (no RACL marker key): Cyrus neither uses nor keeps these "
+    "keys; fix reverseacls and restart (ctl_cyrusdb -r rebuilds them)"
+)
 
 
 def _digest(values: Iterable[str]) -> tuple[int, str]:
@@ -74,10 +103,47 @@ class AclExecutor:
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
         name = self.admin.name_of(action.target["mailbox"])
-        ops.destructive("deleteacl")
-        self.admin.deleteacl(name, action.target["identifier"])
+        ident, planned = action.target["identifier"], action.precondition["rights"]
+        check = partial(self.verify, action)
+        if not ops.destructive("remove rights", check):
+            return {"removed_rights": ""}
+        try:
+            self.admin.remove_rights(name, ident, planned)
+        except InvalidIdentifier:
+            return self._deleteacl(action, ops, name)
+        except NoSuchMailbox:
+            raise TargetChanged(
+                f"mailbox {name} was renamed or deleted between the check and the delete"
+            ) from None
+        ops.completed("remove rights")
+        acl = self._acl(action)
+        if acl is not None and ident in acl:
+            kept = acl[ident]
+            if set(planned) <= set(kept):
+                raise TargetChanged(
+                    f"{ident} on {name} still holds {kept} after SETACL -{planned}: granted "
+                    "again between the check and the delete, or Cyrus applied the removal to "
+                    "another spelling of the identifier (it lowercases and canonicalises names)"
+                )
+            raise TargetChanged(
+                f"rights granted to {ident} on {name} between the check and the delete "
+                f"were kept: {kept}"
+            )
+        return {"removed_rights": planned}
+
+    def _deleteacl(self, action: Action, ops: Operations, name: str) -> dict[str, Any]:
+        """For an identifier Cyrus will not take in a SETACL with rights: a new check, then
+        DELETEACL, which removes the whole entry (rights granted since the check included)."""
+        if not ops.destructive("deleteacl", partial(self.verify, action)):
+            return {"removed_rights": ""}
+        try:
+            self.admin.deleteacl(name, action.target["identifier"])
+        except NoSuchMailbox:
+            raise TargetChanged(
+                f"mailbox {name} was renamed or deleted between the check and the delete"
+            ) from None
         ops.completed("deleteacl")
-        return {"removed_rights": action.precondition["rights"]}
+        return {"removed_rights": action.precondition["rights"], "method": "DELETEACL"}
 
     def verify_done(self, action: Action) -> str | None:
         acl = self._acl(action)
@@ -130,28 +196,35 @@ class RaclExecutor:
     def classify(self, exc: BaseException) -> str | None:
         return None  # cyr_dbtool failures are not transient: they stop the run
 
-    def _entry(self, intname: str) -> records.MailboxEntry | None:
-        ver = records.parse_version(self.version)
-        key = (
-            b"N" + records.intname_to_dbname(intname).encode("utf-8", "surrogateescape")
-            if ver >= (3, 6, 0)
-            else intname.encode("utf-8", "surrogateescape")
-        )
-        value = self.tool.get(key)
-        return None if value is None else records.decode_value(intname, value)
+    def _record_key(self, intname: str) -> bytes:
+        """The key of a mailbox's record: ``N`` + dbname (3.6+), the intname before."""
+        if records.parse_version(self.version) >= (3, 6, 0):
+            dbname = records.intname_to_dbname(intname)
+            return b"N" + dbname.encode("utf-8", "surrogateescape")
+        return intname.encode("utf-8", "surrogateescape")
 
-    def _needed(self, action: Action) -> bool:
-        """Whether the live mailbox record's ACL needs the key under the version's rule."""
+    def _reads(self, action: Action) -> list[bytes]:
+        """What a check reads: the key and its mailbox's record (and the marker, apart)."""
         key = bytes.fromhex(action.target["key_hex"])
-        entry = self._entry(action.precondition["mailbox"])
-        return entry is not None and key in records.expected_racls(
-            [entry], self.version, self.admins
+        return [key, self._record_key(action.precondition["mailbox"])]
+
+    def _needed(self, action: Action, values: dict[bytes, bytes]) -> bool:
+        """Whether the mailbox record in `values` (key -> value of those of `_reads` that are
+        present) needs the key under the version's rule."""
+        key, record_key = self._reads(action)
+        record = values.get(record_key)
+        mailbox = action.precondition["mailbox"]
+        return record is not None and key in records.expected_racls(
+            [records.decode_value(mailbox, record)], self.version, self.admins
         )
 
-    def verify(self, action: Action) -> Verdict:
-        key = bytes.fromhex(action.target["key_hex"])
-        present = self.tool.get(key) is not None
-        needed = self._needed(action)
+    def _verdict(self, action: Action, values: dict[bytes, bytes]) -> Verdict:
+        """The key must still be needed (add) or unneeded (remove) by the live mailbox record;
+        `values` also holds the marker when it is present."""
+        if self._marker not in values:
+            return Verdict(False, NO_MARKER)
+        needed = self._needed(action, values)
+        present = self._reads(action)[0] in values
         if action.kind == RACL_ADD:
             if not needed:
                 return Verdict(False, "the grant that needs this key is gone or changed")
@@ -160,24 +233,38 @@ class RaclExecutor:
             return Verdict(False, "a grant now needs this key")
         return Verdict(True, already_done=not present)
 
+    def verify(self, action: Action) -> Verdict:
+        return self._verdict(action, self.tool.get_many([*self._reads(action), self._marker]))
+
+    def _locked_check(self, action: Action, txn: Transaction) -> Verdict:
+        """The last check: the same reads in `txn`, whose lock stays held until its commit."""
+        return self._verdict(action, txn.read(self._reads(action), sentinel=self._marker))
+
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
         key = bytes.fromhex(action.target["key_hex"])
-        if action.kind == RACL_ADD:
-            ops.destructive("racl add")
-            self.tool.set_keys([(key, b"")])
-            ops.completed("racl add")
-            return {"added": True}
-        ops.destructive("racl remove")
-        self.tool.delete_keys([key])
-        ops.completed("racl remove")
-        return {"removed": True}
+        adding = action.kind == RACL_ADD
+        label, what = ("racl add", "added") if adding else ("racl remove", "removed")
+        with self.tool.transaction() as txn:
+            if not ops.destructive(label, partial(self._locked_check, action, txn)):
+                return {what: False}
+            if adding:
+                txn.commit(sets=[(key, b"")])
+            else:
+                txn.commit(deletes=[key])
+            ops.completed(label)
+        return {what: True}
 
     def verify_done(self, action: Action) -> str | None:
-        present = self.tool.get(bytes.fromhex(action.target["key_hex"])) is not None
-        if action.kind == RACL_ADD and not present:
-            return "key absent"
-        if action.kind == RACL_REMOVE and present:
-            return "key still present"
+        """None when the key agrees with the live rule: a grant changed after the action (Cyrus
+        then added or removed the key itself) is no problem of the purge."""
+        values = self.tool.get_many([*self._reads(action), self._marker])
+        if self._marker not in values:
+            return NO_MARKER
+        present, needed = self._reads(action)[0] in values, self._needed(action, values)
+        if present and not needed:
+            return "key still present, and no grant needs it"
+        if needed and not present:
+            return "key absent, and a grant needs it"
         return None
 
     def census(self) -> dict[str, Any]:
