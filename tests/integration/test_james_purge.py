@@ -9,6 +9,7 @@ import random
 import signal
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +310,188 @@ def test_drift_after_planning_makes_those_actions_skip(
     assert cli.main(["report", "plan", str(plan_dir)]) == 0
     report = (plan_dir / "report.txt").read_text()
     assert "enqueued into partition" in report and "referenced again" in report
+
+
+# -- a target changed at its last check (in-process purge, fault-point hooks) --------------------
+
+
+def _purge_in_process(plan_dir: Path, changes: dict[str, Any]) -> set[str]:
+    """Apply the plan in this process; at each fault point named in `changes` its function runs
+    once (the live system changing a target there). The labels whose change ran."""
+    import argparse
+
+    from mqforensics.purge import faults
+    from mqforensics.purge.engine import run_purge
+    from mqforensics.systems.james.purge_executor import build_executors
+
+    plan = read_plan(plan_dir)
+    executors = build_executors(plan, argparse.Namespace())
+    fired: set[str] = set()
+
+    def hook(label: str) -> None:
+        if label in changes and label not in fired:
+            fired.add(label)
+            changes[label]()
+
+    faults.set_hook(hook)
+    try:
+        run_purge(plan, executors, apply=True, out=lambda _: None)
+    finally:
+        faults.set_hook(None)
+        for executor in executors:
+            executor.close()
+    return fired
+
+
+@dataclass
+class _Changed:
+    """A purge during which one planned partition got a new live mail (`mail`) and one planned
+    object new bytes, both at the same fault point of their delete."""
+
+    plan_dir: Path
+    actions: list[Any]
+    partition: Any
+    blob: Any
+    mail: tuple[str, str]
+    new_bytes: bytes
+    before: dict[str, Any]
+    after: dict[str, Any]
+    journal: list[dict[str, Any]]
+
+    def partition_name(self) -> str:
+        t = self.partition.target
+        return f"{t['queue']}/{t['timerangestart']}/{t['bucketid']}"
+
+    def done(self, last_check: dict[str, dict[str, Any]]) -> set[str]:
+        """Asserts the outcome: the actions skipped at their last check are exactly
+        `last_check` (id -> fields of the skipped record); besides them only the contentStart
+        advances over the partition are skipped (it still holds rows), at the engine's verify;
+        the verification sees the new mail in the census and nothing else. The done ids."""
+        skipped = {r["id"]: r for r in self.journal if r["event"] == "skipped"}
+        t = self.partition.target
+        over = {
+            a.id
+            for a in self.actions
+            if a.kind == "james.advance_content_start"
+            and a.target["queue"] == t["queue"]
+            and a.precondition["from"] <= t["timerangestart"] < a.target["to"]
+        }
+        assert set(skipped) == set(last_check) | over
+        for action_id, fields in last_check.items():
+            record = skipped[action_id]
+            assert {k: record.get(k) for k in fields} == fields, record
+        for action_id in over:
+            assert "still holds rows" in skipped[action_id]["reason"]
+            assert "at_last_check" not in skipped[action_id]
+        done = {r["id"] for r in self.journal if r["event"] == "done"}
+        assert done == {a.id for a in self.actions} - set(skipped)
+        verified = self.journal[-1]
+        assert verified["event"] == "verified" and verified["ok"] is False
+        assert [p.split(":")[0] for p in verified["problems"]] == [
+            "census JamesExecutor enqueuedmailsv4 rows outside the plan"
+        ]
+        # The new mail and the object's new bytes are there; the dumps compare without them.
+        assert dict(self.after["enqueuedmailsv4"].pop(self.mail))["name"] == "enqueued"
+        key = self.blob.target["key"]
+        assert self.after["objects"][key] == self.new_bytes
+        self.before["objects"][key] = self.new_bytes
+        return done
+
+
+def _change_at(point: str, loaded, tmp_path, monkeypatch, cassandra, s3, cassandra_endpoint):
+    """Plan, then purge in this process while the first planned partition gets a new live mail
+    and the first planned object (with an ETag) new bytes, at `point` ("rate slot" or
+    "before") of their delete."""
+    keyspace, client = loaded
+    plan_dir = _plan(tmp_path, monkeypatch, cassandra, s3, keyspace, _now())
+    _approve(plan_dir)
+    actions = list(read_plan(plan_dir).actions())
+    partition = next(a for a in actions if a.kind == "james.delete_partition")
+    blob = next(a for a in actions if a.kind == "james.delete_blob" and a.precondition["etag"])
+    t, b = partition.target, blob.target
+    new_mail, new_bytes = uuid.uuid4(), f"rewritten at {point}\r\n".encode()
+    before = support.dump(cassandra_endpoint, keyspace, client, keyspace)
+    assert len(new_bytes) != len(before["objects"][b["key"]])
+
+    cluster, session = cassandra_endpoint.connect(keyspace)
+    insert = session.prepare(
+        "INSERT INTO enqueuedmailsv4 (queuename, timerangestart, bucketid, enqueueid, "
+        "enqueuedtime, name, headerblobid, bodyblobid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    start = _instant(t["timerangestart"])
+
+    def enqueue() -> None:
+        values = (t["queue"], start, t["bucketid"], new_mail, start, "enqueued", "h", "b")
+        session.execute(insert, values)
+
+    def overwrite() -> None:
+        client.put_object(Bucket=b["bucket"], Key=b["key"], Body=new_bytes)
+
+    name = f"{t['queue']}/{t['timerangestart']}/{t['bucketid']}"
+    changes = {
+        f"{point} delete partition {name}": enqueue,
+        f"{point} delete object s3://{b['bucket']}/{b['key']}": overwrite,
+    }
+    try:
+        assert _purge_in_process(plan_dir, changes) == set(changes)
+    finally:
+        cluster.shutdown()
+    return _Changed(
+        plan_dir, actions, partition, blob, (t["queue"], str(new_mail)), new_bytes, before,
+        support.dump(cassandra_endpoint, keyspace, client, keyspace),
+        read_journal(plan_dir / "journal.jsonl"),
+    )  # fmt: skip
+
+
+def test_targets_changed_during_the_rate_wait_are_skipped_at_their_last_check(
+    loaded, tmp_path, monkeypatch, cassandra, s3, cassandra_endpoint
+):
+    run = _change_at("rate slot", loaded, tmp_path, monkeypatch, cassandra, s3, cassandra_endpoint)
+    done = run.done({
+        run.partition.id: {
+            "reason": f"1 mail(s) enqueued into partition {run.partition_name()} since planning",
+            "at_last_check": True, "completed_operations": 0,
+        },
+        run.blob.id: {
+            "reason": "object changed since planning (size or ETag differs)",
+            "at_last_check": True, "completed_operations": 0,
+        },
+    })  # fmt: skip
+    # Nothing of the partition was touched; everything else in the plan is gone, exactly.
+    _assert_exactly_removed(run.before, run.after, _removed_by(run.plan_dir, done))
+    queue = run.partition.target["queue"]
+    for enqueueid in run.partition.precondition["enqueueids"]:
+        assert (queue, enqueueid) in run.after["enqueuedmailsv4"]
+        assert (queue, enqueueid) in run.after["deletedmailsv2"]
+
+
+def test_targets_changed_between_check_and_delete_are_kept_by_the_conditional_deletes(
+    loaded, tmp_path, monkeypatch, cassandra, s3, cassandra_endpoint
+):
+    run = _change_at("before", loaded, tmp_path, monkeypatch, cassandra, s3, cassandra_endpoint)
+    b = run.blob.target
+    done = run.done({
+        run.partition.id: {
+            "reason": f"1 mail(s) enqueued into partition {run.partition_name()} between the "
+            "check and the delete were kept (the delete was timestamped at the check)",
+            "at_last_check": True, "completed_operations": 1,
+        },
+        run.blob.id: {
+            "reason": f"object s3://{b['bucket']}/{b['key']} was overwritten between the check "
+            "and the delete (If-Match refused)",
+            "at_last_check": True, "completed_operations": 0,
+        },
+    })  # fmt: skip
+    # The partition's planned rows are gone (the tombstone is timestamped at the check), the
+    # mail enqueued after the check is not (popped by `done`), and its markers are all kept.
+    rows, markers, objects, advances = _removed_by(run.plan_dir, done)
+    queue = run.partition.target["queue"]
+    planned = {(queue, e) for e in run.partition.precondition["enqueueids"]}
+    assert planned and not planned & rows
+    _assert_exactly_removed(run.before, run.after, (rows | planned, markers, objects, advances))
+    assert run.partition.precondition["markers"]
+    for enqueueid in run.partition.precondition["markers"]:
+        assert (queue, enqueueid) in run.after["deletedmailsv2"]
 
 
 def test_cassandra_stopped_mid_purge_then_rerun_completes(
