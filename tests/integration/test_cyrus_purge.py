@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics import cli
-from mqforensics.purge import faults
-from mqforensics.purge.engine import PurgeResult, run_purge
+from mqforensics.purge.engine import PurgeResult
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, read_plan
 from mqforensics.systems.cyrus import checks, twoskip
@@ -32,6 +31,7 @@ from mqforensics.systems.cyrus.purge_executor import build_executors
 from tests.integration import cyrus_support as support
 from tests.integration.cyrus_support import DOMAIN
 from tests.integration.james_purge_support import purge
+from tests.purge_hooks import apply_with_hook
 
 pytestmark = pytest.mark.integration
 
@@ -264,14 +264,7 @@ class _AtAction:
 
 def _hooked_purge(plan_dir: Path, args: argparse.Namespace, hook: _AtAction) -> PurgeResult:
     plan = read_plan(plan_dir)
-    executors = build_executors(plan, args)
-    faults.set_hook(hook)
-    try:
-        return run_purge(plan, executors, apply=True, out=lambda _: None)
-    finally:
-        faults.set_hook(None)
-        for executor in executors:
-            executor.close()
+    return apply_with_hook(plan, build_executors(plan, args), hook)
 
 
 def _outcomes(plan_dir: Path) -> dict[str, dict]:

@@ -20,6 +20,7 @@ from mqforensics.retention.manifest import read_plan
 from mqforensics.services import seaweedfs
 from mqforensics.systems.james.load import load_into_cassandra, load_into_s3
 from tests.integration import james_purge_support as support
+from tests.purge_hooks import apply_with_hook
 
 pytestmark = pytest.mark.integration
 
@@ -320,8 +321,6 @@ def _purge_in_process(plan_dir: Path, changes: dict[str, Any]) -> set[str]:
     once (the live system changing a target there). The labels whose change ran."""
     import argparse
 
-    from mqforensics.purge import faults
-    from mqforensics.purge.engine import run_purge
     from mqforensics.systems.james.purge_executor import build_executors
 
     plan = read_plan(plan_dir)
@@ -333,13 +332,7 @@ def _purge_in_process(plan_dir: Path, changes: dict[str, Any]) -> set[str]:
             fired.add(label)
             changes[label]()
 
-    faults.set_hook(hook)
-    try:
-        run_purge(plan, executors, apply=True, out=lambda _: None)
-    finally:
-        faults.set_hook(None)
-        for executor in executors:
-            executor.close()
+    apply_with_hook(plan, executors, hook)
     return fired
 
 

@@ -9,14 +9,13 @@ import argparse
 import datetime as dt
 import pickle
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis as redis_py
 
-from mqforensics.purge import faults
 from mqforensics.purge.engine import PurgeResult, run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
@@ -31,6 +30,7 @@ from mqforensics.systems.slimta.purge_executor import (
     RedisExecutor,
     build_executors,
 )
+from tests.purge_hooks import apply_with_hook, skipped_records
 
 pytestmark = pytest.mark.integration
 
@@ -193,29 +193,8 @@ def test_purge_deletes_exactly_the_planned_keys_and_entries(
     assert snapshot(client, prefix) == after
 
 
-def purge_with_hook(plan: Plan, hook: Callable[[str], None]) -> PurgeResult:
-    """Apply `plan`, `hook(label)` playing slimta at the engine's fault points."""
-    executors = build_executors(plan, argparse.Namespace())
-    faults.set_hook(hook)
-    try:
-        return run_purge(plan, executors, apply=True, out=lambda _: None)
-    finally:
-        faults.set_hook(None)
-        for executor in executors:
-            executor.close()
-
-
 def hash_size(fields: dict[bytes, bytes]) -> int:
     return sum(len(k) + len(v) for k, v in fields.items())
-
-
-def skipped_records(result: PurgeResult) -> list[tuple[int, str, bool, int]]:
-    assert result.journal is not None
-    return [
-        (r["seq"], r["reason"], r["at_last_check"], r["completed_operations"])
-        for r in read_journal(result.journal)
-        if r["event"] == "skipped"
-    ]
 
 
 def removed_by_seq(result: PurgeResult) -> dict[int, dict[str, int]]:
@@ -250,7 +229,7 @@ def test_a_hash_or_message_written_during_the_rate_wait_is_kept(
             store_message(client, prefix, NEW, queued=False)
         seen.append(label)
 
-    result = purge_with_hook(plan, slimta)
+    result = apply_with_hook(plan, build_executors(plan, argparse.Namespace()), slimta)
     # The check after the wait saw the change (not a refused EXEC, which would take a second
     # slot): one rate slot each, and no delete began.
     for label in (retried, new):
@@ -259,7 +238,7 @@ def test_a_hash_or_message_written_during_the_rate_wait_is_kept(
         (1, DELETE_REDIS_HASH, CHANGED_HASH),
         (3, REMOVE_QUEUE_ENTRY, ENTRY_MESSAGE_EXISTS),
     ]
-    assert skipped_records(result) == [
+    assert skipped_records(result.journal) == [
         (1, CHANGED_HASH, True, 0),
         (3, ENTRY_MESSAGE_EXISTS, True, 0),
     ]
@@ -312,12 +291,12 @@ def test_a_write_between_the_check_and_the_delete_aborts_it(
         elif label == f"before remove the entry naming {LATE} from {queue}" and first:
             store_message(client, prefix, LATE, queued=False)  # its message stored again
 
-    result = purge_with_hook(plan, slimta)
+    result = apply_with_hook(plan, build_executors(plan, argparse.Namespace()), slimta)
     kept_changing = (
         f"Redis key {prefix}{RETRIED} kept changing between the check and the delete "
         f"(WATCH aborted {purge_executor.WATCH_ATTEMPTS} attempts)"
     )
-    assert skipped_records(result) == [
+    assert skipped_records(result.journal) == [
         (0, CHANGED_HASH, True, 0),
         (2, kept_changing, True, 0),
         (5, ENTRY_MESSAGE_EXISTS, True, 0),

@@ -10,15 +10,14 @@ import datetime as dt
 import json
 import pickle
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mqforensics.errors import AuthenticationFailed
-from mqforensics.purge import faults
-from mqforensics.purge.engine import PurgeResult, run_purge
+from mqforensics.purge.engine import run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
@@ -31,6 +30,7 @@ from mqforensics.systems.slimta.purge_executor import (
     S3Executor,
     build_executors,
 )
+from tests.purge_hooks import apply_with_hook, skipped_records
 
 pytestmark = pytest.mark.integration
 
@@ -154,27 +154,6 @@ def test_purge_deletes_exactly_the_planned_objects(
     assert snapshot(client, name) == after
 
 
-def purge_with_hook(
-    plan: Plan, s3_env: argparse.Namespace, hook: Callable[[str], None]
-) -> PurgeResult:
-    """Apply `plan`, `hook(label)` playing slimta at the engine's fault points."""
-    executors = build_executors(plan, s3_env)
-    faults.set_hook(hook)
-    try:
-        return run_purge(plan, executors, apply=True, out=lambda _: None)
-    finally:
-        faults.set_hook(None)
-
-
-def skipped_records(result: PurgeResult) -> list[tuple[int, str, bool, int]]:
-    assert result.journal is not None
-    return [
-        (r["seq"], r["reason"], r["at_last_check"], r["completed_operations"])
-        for r in read_journal(result.journal)
-        if r["event"] == "skipped"
-    ]
-
-
 def test_an_object_rewritten_during_the_rate_wait_is_kept(
     bucket: tuple[Any, str], s3_env: argparse.Namespace, tmp_path: Path
 ) -> None:
@@ -195,8 +174,8 @@ def test_an_object_rewritten_during_the_rate_wait_is_kept(
             rewrite_metadata(client, name, retried)
         seen.append(label)
 
-    result = purge_with_hook(plan, s3_env, slimta)
-    assert skipped_records(result) == [
+    result = apply_with_hook(plan, build_executors(plan, s3_env), slimta)
+    assert skipped_records(result.journal) == [
         (1, CHANGED_OBJECT, True, 0),
         (2, CHANGED_OBJECT_METADATA, True, 0),
     ]
@@ -233,10 +212,10 @@ def test_an_object_overwritten_between_the_check_and_the_delete_is_kept(
         elif label == f"before delete object s3://{name}/{retried}":
             rewrite_metadata(client, name, retried)
 
-    result = purge_with_hook(plan, s3_env, slimta)
+    result = apply_with_hook(plan, build_executors(plan, s3_env), slimta)
     # If-Match refuses the new body; the metadata rewrite keeps the ETag, so If-Match lets that
     # delete go ahead: the window the executor's docstring states.
-    assert skipped_records(result) == [(0, OVERWRITTEN_AT_DELETE, True, 0)]
+    assert skipped_records(result.journal) == [(0, OVERWRITTEN_AT_DELETE, True, 0)]
     assert result.done == 3 and result.verification is not None and result.verification["ok"]
     assert result.journal is not None
     removed = {r["seq"]: r["removed"] for r in read_journal(result.journal) if "removed" in r}

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from mqforensics.errors import InputError
-from mqforensics.purge import faults
 from mqforensics.purge.engine import run_purge
 from mqforensics.purge.held_unlink import held_path
 from mqforensics.purge.journal import read_journal
@@ -27,6 +26,7 @@ from mqforensics.systems.logqueue.reclaim import (
     SegmentExecutor,
     plan_reclamation,
 )
+from tests.purge_hooks import apply_with_hook
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000_000_000
@@ -145,12 +145,8 @@ def _approved_plan(tmp_path: Path):
     return queue, plan
 
 
-def _hooked_purge(plan, hook) -> object:
-    faults.set_hook(hook)
-    try:
-        return run_purge(plan, [SegmentExecutor(plan)], apply=True, out=lambda _: None)
-    finally:
-        faults.set_hook(None)
+def _hooked_purge(plan, hook):
+    return apply_with_hook(plan, [SegmentExecutor(plan)], hook)
 
 
 def _at_second(label: str, change):

@@ -29,6 +29,7 @@ from mqforensics.retention.policy import Policy, Rule
 from mqforensics.systems.slimta import purge_executor
 from mqforensics.systems.slimta.digests import file_digest, hash_fields_digest
 from mqforensics.systems.slimta.purge_executor import DELETE_FILES, DiskExecutor, build_executors
+from tests.purge_hooks import apply_with_hook
 
 REPO = Path(__file__).resolve().parents[2]
 THIRTY_DAYS = dt.timedelta(days=30)
@@ -255,12 +256,7 @@ def test_census_waits_for_a_message_being_written(
 
 
 def _purge_with_hook(plan: Plan, hook: Any, **kwargs: Any) -> engine.PurgeResult:
-    faults.set_hook(hook)
-    try:
-        executors = build_executors(plan, argparse.Namespace())
-        return run_purge(plan, executors, apply=True, out=lambda _: None, **kwargs)
-    finally:
-        faults.set_hook(None)
+    return apply_with_hook(plan, build_executors(plan, argparse.Namespace()), hook, **kwargs)
 
 
 def _retry_meta(store: Store, message_id: str) -> None:
