@@ -48,9 +48,14 @@ class S3Endpoint:
 
     @classmethod
     def from_env(cls) -> S3Endpoint:
-        """``MQF_S3_ENDPOINT`` plus the standard ``AWS_*`` variables."""
+        """``MQF_S3_ENDPOINT`` (refused when it holds credentials) plus the standard ``AWS_*``
+        variables."""
+        from mqforensics.credentials import AWS_LOGIN, refuse_in_variable
+
+        endpoint = os.environ.get("MQF_S3_ENDPOINT") or None
+        refuse_in_variable("MQF_S3_ENDPOINT", endpoint, AWS_LOGIN)
         return cls(
-            os.environ.get("MQF_S3_ENDPOINT") or None,
+            endpoint,
             os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None,
             os.environ.get("AWS_ACCESS_KEY_ID") or None,
             os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
@@ -89,7 +94,9 @@ class S3Endpoint:
 
     @property
     def where(self) -> str:
-        return self.endpoint_url or "AWS S3"
+        from mqforensics.credentials import mask_secrets
+
+        return mask_secrets(self.endpoint_url) if self.endpoint_url else "AWS S3"
 
 
 @dataclass(frozen=True)

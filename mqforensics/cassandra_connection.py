@@ -54,9 +54,12 @@ class CassandraEndpoint:
     @classmethod
     def from_env(cls) -> CassandraEndpoint:
         """From ``MQF_CASSANDRA`` (host[:port]), ``MQF_CASSANDRA_USERNAME``/``_PASSWORD``."""
+        from mqforensics.credentials import CASSANDRA_LOGIN, refuse_in_variable
+
         spec = os.environ.get("MQF_CASSANDRA")
         if not spec:
             raise ConfigError("MQF_CASSANDRA is not set (host[:port] of a Cassandra node)")
+        refuse_in_variable("MQF_CASSANDRA", spec, CASSANDRA_LOGIN, host=True)
         return cls.parse(
             spec,
             username=os.environ.get("MQF_CASSANDRA_USERNAME") or None,

@@ -3,11 +3,15 @@
 An error raised inside a Spark Python worker reaches the driver wrapped in a JVM exception whose
 text is a Python traceback. Every message therefore carries a marker, ``[mqforensics:Kind]``, so
 `explain` can recover the one line a user needs from whatever wrapper the error travelled in.
+Every message goes through `credentials.mask_secrets` when the error is made, so no error
+carries a credential however it is shown (a notebook, a Spark worker's traceback, the CLI).
 """
 
 from __future__ import annotations
 
 import re
+
+from mqforensics.credentials import mask_secrets
 
 _MARKER = re.compile(r"\[mqforensics:(?P<kind>[A-Za-z]+)\] (?P<message>[^\n]*)")
 
@@ -18,6 +22,7 @@ class MqfError(Exception):
     exit_code = 2
 
     def __init__(self, message: str) -> None:
+        message = mask_secrets(message)
         super().__init__(f"[mqforensics:{type(self).__name__}] {message}")
         self.message = message
 
@@ -51,15 +56,16 @@ class ServiceStartError(MqfError):
 
 
 def explain(exc: BaseException) -> str | None:
-    """``Kind: message`` of the toolkit error inside `exc`, however deeply it was wrapped."""
+    """``Kind: message`` of the toolkit error inside `exc`, however deeply it was wrapped
+    (credentials masked)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, MqfError):
-            return f"{type(current).__name__}: {current.message}"
+            return mask_secrets(f"{type(current).__name__}: {current.message}")
         match = _MARKER.search(str(current))
         if match:
-            return f"{match.group('kind')}: {match.group('message')}"
+            return mask_secrets(f"{match.group('kind')}: {match.group('message')}")
         current = current.__cause__ or current.__context__
     return None

@@ -9,7 +9,8 @@ audited with the options its ``ANOMALIES.md`` is written for.
 - ``MQF_<SYSTEM>_ARGS`` (``MQF_JAMES_ARGS``, ``MQF_LOGQUEUE_ARGS``, ``MQF_CYRUS_ARGS``,
   ``MQF_SLIMTA_ARGS``): the source arguments of ``mqforensics audit <system>``, shell-quoted, e.g.
   ``MQF_JAMES_ARGS="--cassandra cass1:9042 --blobs s3://james-default"``. Credentials stay in
-  their own variables (``MQF_CASSANDRA_PASSWORD``, ``MQF_REDIS_PASSWORD``, ``AWS_*``), never here.
+  their own variables (``MQF_CASSANDRA_PASSWORD``, ``MQF_REDIS_PASSWORD``, ``AWS_*``), never here:
+  the command's parser refuses them (`credentials.refuse_on_command_line`) as on a command line.
 - ``MQF_AS_OF``: the instant judged at (default: the sample's, or now for a real source).
 - ``MQF_REVEAL_ADDRESSES=1``: show mail addresses as they are (default: pseudonymised).
 - ``MQF_NOTEBOOK_OUT``: where findings and plans are written (default ``out/notebooks`` of the
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.errors import ConfigError
+from mqforensics.credentials import mask_secrets
+from mqforensics.errors import ConfigError, MqfError
 
 if TYPE_CHECKING:
     import argparse
@@ -59,7 +61,8 @@ class NotebookAudit:
 
         judged = f", judged at {self.as_of:%Y-%m-%dT%H:%M:%SZ}" if self.as_of else ""
         origin = "bundled sample" if self.bundled else "configured source"
-        return f"{self.system}: {self.source} ({origin}{judged})\n{summarise(self.findings)}"
+        text = f"{self.system}: {self.source} ({origin}{judged})\n{summarise(self.findings)}"
+        return mask_secrets(text)
 
 
 def output_dir(system: str) -> Path:
@@ -84,8 +87,9 @@ def configured_args(system: str) -> list[str] | None:
 
 
 def parse_audit_args(system: str, argv: list[str]) -> argparse.Namespace:
-    """``mqforensics audit <system> ARGV`` parsed by the CLI's own parser; a usage error is a
-    ConfigError naming the variable rather than a SystemExit in the notebook."""
+    """``mqforensics audit <system> ARGV`` parsed by the CLI's own parser; a usage error, or a
+    credential in an argument, is a ConfigError naming the variable rather than a SystemExit in
+    the notebook."""
     import contextlib
     import io
 
@@ -100,6 +104,8 @@ def parse_audit_args(system: str, argv: list[str]) -> argparse.Namespace:
         raise ConfigError(
             f"audit {system} arguments from MQF_{system.upper()}_ARGS: {last[0]}"
         ) from None
+    except MqfError as exc:
+        raise ConfigError(f"MQF_{system.upper()}_ARGS: {exc.message}") from None
 
 
 def _common(system: str, argv: list[str], out: Path, *, sample_as_of: str | None) -> list[str]:
@@ -233,5 +239,5 @@ def run_command(argv: list[str], *, replace_plan: bool = False) -> int:
                 f"{previous} is not an unused plan: remove it or choose another --out"
             )
         shutil.rmtree(previous)
-    print("$ mqforensics " + shlex.join(argv))
+    print(mask_secrets("$ mqforensics " + shlex.join(argv)))
     return int(args.run(args))

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
+from mqforensics.credentials import mask_secrets
+
 POLL_SECONDS = 0.5
 
 
@@ -150,7 +152,7 @@ class SparkWatcher:
 
     def __init__(self, spark: Any, label: str, renderer: Renderer) -> None:
         self.spark = spark
-        self.progress = Progress(label)
+        self.progress = Progress(mask_secrets(label))
         self.renderer = renderer
         self.started = time.monotonic()
         self._stop = threading.Event()
@@ -197,7 +199,7 @@ class SparkWatcher:
             # "count at NativeMethodAccessorImpl.java:0": the operation, not the call site; names
             # of Scala closures ("$anonfun$...") say nothing to a reader.
             operation = name.split(" at ")[0]
-            self.progress.detail = "" if operation.startswith("$") else operation
+            self.progress.detail = "" if operation.startswith("$") else mask_secrets(operation)
             self.progress.elapsed = time.monotonic() - self.started
             self.renderer.update(self.progress)
 

@@ -4,8 +4,9 @@ An auditor archives this file: it holds everything it shows (inline CSS, plots a
 PNGs, no script, no external reference of any kind), so it reads the same offline in ten years.
 Each input is a directory the other commands wrote: an audit's (``findings.json``), a plan
 (``plan.json``, with its ``journal.jsonl`` when a purge ran) or a validation (``quality.json``).
-Every text shown is pseudonymised unless ``--reveal-addresses``, escaped, and cleared of URL
-credentials (``scheme://user:secret@`` becomes ``scheme://[hidden]@``).
+Every text shown is pseudonymised unless ``--reveal-addresses``, escaped, and cleared of
+credentials by `credentials.mask_secrets` (``scheme://user:secret@`` becomes
+``scheme://[hidden]@``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import argparse
 import datetime as dt
 import html
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +23,12 @@ from typing import Any
 import pandas as pd
 
 from mqforensics import __version__
+from mqforensics.credentials import mask_secrets
 from mqforensics.errors import InputError
 from mqforensics.findings import SEVERITIES
 from mqforensics.privacy import pseudonymize_text
 
 ROWS_PER_CHECK = 500
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 
 
 @dataclass
@@ -41,12 +41,6 @@ class ReportInput:
     plan: Any = None
     journal: list[dict[str, Any]] | None = None
     quality: dict[str, Any] | None = None
-
-
-def mask_credentials(text: str) -> str:
-    """``s3://key:secret@host/b`` → ``s3://[hidden]@host/b``: a URL's userinfo never reaches a
-    report (the brackets keep pseudonymisation from reading ``hidden@host`` as an address)."""
-    return _USERINFO.sub(lambda m: m.group("scheme") + "[hidden]@", text)
 
 
 def load_input(path: Path) -> list[ReportInput]:
@@ -101,7 +95,7 @@ class _Page:
         self.images = 0
 
     def show(self, value: Any) -> str:
-        text = mask_credentials("" if value is None else str(value))
+        text = mask_secrets("" if value is None else str(value))
         if not self.reveal:
             text = pseudonymize_text(text)
         return html.escape(text, quote=True)
@@ -313,6 +307,6 @@ def add_parser(kinds: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = write_report(args.inputs, args.out, title=args.title, reveal=args.reveal_addresses)
     for item in loaded:
-        print(f"{item.kind:<10} {mask_credentials(str(item.path))}: {_summary(item)}")
+        print(f"{item.kind:<10} {mask_secrets(str(item.path))}: {_summary(item)}")
     print(f"wrote {args.out}")
     return 0

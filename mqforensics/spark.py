@@ -1,7 +1,9 @@
 """One way to get a SparkSession, bound to loopback and with the project's data sources.
 
 Local mode (``local[*]``) is the default. ``SPARK_REMOTE`` (e.g. ``sc://host:15002``) selects
-Spark Connect; ``MQF_SPARK_MASTER`` (e.g. ``spark://host:7077``) selects a cluster master.
+Spark Connect; ``MQF_SPARK_MASTER`` (e.g. ``spark://host:7077``) selects a cluster master. Either
+is refused when it holds a credential (a Spark Connect token goes in
+``SPARK_CONNECT_AUTHENTICATE_TOKEN``), before Spark starts.
 """
 
 from __future__ import annotations
@@ -61,7 +63,11 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
     _prepare_environment()
     from pyspark.sql import SparkSession
 
+    from mqforensics.credentials import SPARK_CONNECT_TOKEN, refuse_in_variable
+
     remote = os.environ.get("SPARK_REMOTE")
+    refuse_in_variable("SPARK_REMOTE", remote, SPARK_CONNECT_TOKEN)
+    refuse_in_variable("MQF_SPARK_MASTER", os.environ.get("MQF_SPARK_MASTER"))
     if remote:
         spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -95,6 +101,8 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             )
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
+    # Spark Connect logs each operation's plan, data source options included, as text.
+    _redact_secret_options(spark)
     limit = hash_join_limit({key: spark.conf.get(key, None) for key in _MEMORY_SETTINGS})
     spark.conf.set(_HASH_JOIN_LIMIT, str(limit))
     target = lowered_partition_target(spark.conf.get(_PARTITION_TARGET, None), limit)
@@ -170,12 +178,26 @@ def _driver_java_options(log_config: Path) -> list[str]:
     return options
 
 
+def _redact_secret_options(spark: SparkSession) -> None:
+    """Make the session redact data source options named like secrets wherever it shows a plan
+    as text (Spark Connect's operation events and event log: `credentials.OPTION_REDACTION`)."""
+    from mqforensics.credentials import SPARK_STRING_REDACTION, redaction_pattern
+
+    try:
+        current = spark.conf.get(SPARK_STRING_REDACTION, None)
+    except Exception:  # Spark Connect: an unset setting without a default is an error
+        current = None
+    spark.conf.set(SPARK_STRING_REDACTION, redaction_pattern(current))
+
+
 def describe(spark: SparkSession) -> str:
     """Where `spark` runs: its master, or the Spark Connect URL (no SparkContext there)."""
+    from mqforensics.credentials import mask_secrets
+
     remote = os.environ.get("SPARK_REMOTE")
     if remote and type(spark).__module__.startswith("pyspark.sql.connect"):
-        return f"Spark Connect {remote}"
-    return str(spark.sparkContext.master)
+        return mask_secrets(f"Spark Connect {remote}")
+    return mask_secrets(str(spark.sparkContext.master))
 
 
 def register_data_sources(spark: SparkSession) -> None:

@@ -42,8 +42,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--journal", type=Path, metavar="FILE", help="journal file (default: PLAN/journal.jsonl)"
     )
     parser.add_argument(
-        "--rate", type=_rate, metavar="N", help="at most N destructive operations per second (each waits before its last check, "
-        "never between the check and the delete)"
+        "--rate",
+        type=_rate,
+        metavar="N",
+        help="at most N destructive operations per second (each waits before its last check, "
+        "never between the check and the delete)",
     )
     parser.add_argument(
         "--cassandra",

@@ -20,11 +20,14 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, InputError, PlanModified
 from mqforensics.purge import faults
 from mqforensics.retention.manifest import fsync_directory
 
 FINAL_EVENTS = ("done", "skipped")
+# Fields written for a reader, which may quote a server's words: masked (`mask_secrets`).
+PROSE_FIELDS = ("reason", "error")
 
 
 def _now() -> str:
@@ -139,6 +142,9 @@ class Journal:
     def record(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one record and make it durable (flush + fsync) before returning it."""
         record = {**fields, "event": event, "at": _now()}
+        for name in PROSE_FIELDS:
+            if isinstance(record.get(name), str):
+                record[name] = mask_secrets(record[name])
         line = _canonical(record)
         self._handle.seek(0, os.SEEK_END)
         self._handle.write(line)

@@ -9,27 +9,24 @@ exceptions; this module only decides how often and how long to wait.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from mqforensics.credentials import mask_secrets
 from mqforensics.errors import AuthenticationFailed, ServerUnavailable, explain
 
 T = TypeVar("T")
 
-# user:password@ in a URL that an error message may quote.
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
-
 
 def one_line(exc: BaseException) -> str:
-    """The cause in one line, ``Kind: message``, with URL credentials blanked out."""
+    """The cause in one line, ``Kind: message``, with credentials masked (`mask_secrets`)."""
     text = explain(exc)
     if text is None:
         lines = str(exc).strip().splitlines()
         first = lines[0].strip() if lines else ""
         text = f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
-    return _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
+    return mask_secrets(text)
 
 
 def call_with_retries(

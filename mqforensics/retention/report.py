@@ -4,7 +4,8 @@ The report is built once as a list of sections and rendered twice, as plain text
 self-contained HTML page (no script, no external asset: it is read on whatever machine holds the
 plan, possibly offline, and may be archived with the approval). Every string shown goes through
 `pseudonymize_text`: plans hold no address by design, but journal reasons, notes and an
-approver's name may, and a report is the kind of file that gets mailed around.
+approver's name may, and a report is the kind of file that gets mailed around. It goes through
+`credentials.mask_secrets` first, whatever the reveal setting.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqforensics.credentials import mask_secrets
 from mqforensics.errors import InputError, PlanModified, PlanNotApproved
 from mqforensics.privacy import pseudonymize_text
 from mqforensics.retention.manifest import Plan, require_approval
@@ -137,8 +139,8 @@ CSS = (
 
 def _shower(reveal: bool, salt: str) -> Callable[[str], str]:
     if reveal:
-        return lambda text: text
-    return lambda text: pseudonymize_text(text, salt)
+        return mask_secrets
+    return lambda text: pseudonymize_text(mask_secrets(text), salt)
 
 
 def _text_block(block: _Block, show: Callable[[str], str]) -> list[str]:

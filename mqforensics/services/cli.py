@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from mqforensics.credentials import is_secret_name
 from mqforensics.errors import ConfigError
 from mqforensics.services import cassandra, slimta_runtime
 from mqforensics.services.harness import DEFAULT_SERVICES, STARTERS, Harness
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
             running = harness.running(name)
             print(f"{name}: " + (f"up, pid {running['pid']}" if running else "down"))
     elif args.action == "env":
+        # Logins are never printed (the CLI masks them anyway): they are in services.env.
         for key, value in harness.environment().items():
-            print(f"export {key}={value}")
+            if not is_secret_name(key):
+                print(f"export {key}={value}")
+        print(f"# logins: source {harness.root / 'services.env'}")
     return 0

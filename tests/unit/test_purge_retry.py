@@ -92,7 +92,7 @@ def test_exhausted_retries_raise_server_unavailable_with_the_cause():
 
 def test_one_line_blanks_credentials_in_urls():
     exc = OSError("cannot reach http://key:secret@s3.local:8333/bucket\ntrace")
-    assert one_line(exc) == "OSError: cannot reach http://***@s3.local:8333/bucket"
+    assert one_line(exc) == "OSError: cannot reach http://[hidden]@s3.local:8333/bucket"
 
 
 class Clock:
