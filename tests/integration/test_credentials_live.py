@@ -19,7 +19,7 @@ import pytest
 
 from mqforensics.services import seaweedfs
 from mqforensics.systems.james import generate as gen
-from mqforensics.systems.james.load import load_into_cassandra, load_into_s3
+from mqforensics.systems.james.load import load_into_cassandra, load_into_s3, unload
 from tests.credential_runs import assert_nowhere, files_under, run_in_one_spark
 
 pytestmark = pytest.mark.integration
@@ -56,13 +56,9 @@ def james_store(cassandra_endpoint, s3):
     cluster, session = cassandra_endpoint.connect()
     try:
         session.execute(f"DROP ROLE IF EXISTS {role}")
-        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
     finally:
         cluster.shutdown()
-    client = s3_endpoint.client()
-    for key in state.blobs:
-        client.delete_object(Bucket=bucket, Key=key)
-    client.delete_bucket(Bucket=bucket)
+    unload(state, cassandra_endpoint, s3_endpoint, keyspace, bucket)
 
 
 @pytest.fixture(scope="module")

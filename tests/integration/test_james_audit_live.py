@@ -22,7 +22,7 @@ from mqforensics.cli import main
 from mqforensics.services import seaweedfs
 from mqforensics.systems.james import generate as gen
 from mqforensics.systems.james.config_history import history_rows
-from mqforensics.systems.james.load import load_into_cassandra, load_into_s3
+from mqforensics.systems.james.load import load_into_cassandra, load_into_s3, unload
 
 pytestmark = pytest.mark.integration
 
@@ -106,15 +106,7 @@ def loaded(request, cassandra_endpoint, s3):
     load_into_cassandra(state, endpoint, keyspace)
     load_into_s3(state, s3_endpoint, bucket)
     yield state, keyspace, bucket
-    cluster, session = endpoint.connect()
-    try:
-        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-    finally:
-        cluster.shutdown()
-    client = s3_endpoint.client()
-    for key in state.blobs:
-        client.delete_object(Bucket=bucket, Key=key)
-    client.delete_bucket(Bucket=bucket)
+    unload(state, endpoint, s3_endpoint, keyspace, bucket)
 
 
 @pytest.fixture

@@ -178,3 +178,23 @@ def load_into_s3(state: GeneratedState, s3: S3Endpoint, bucket: str) -> int:
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(put, sorted(state.blobs.items())))
     return len(state.blobs)
+
+
+def unload(
+    state: GeneratedState,
+    cassandra: CassandraEndpoint,
+    s3: S3Endpoint,
+    keyspace: str,
+    bucket: str,
+) -> None:
+    """Remove what `load_into_cassandra` and `load_into_s3` wrote: the keyspace, every blob of
+    `state` and the bucket (which must then be empty)."""
+    cluster, session = cassandra.connect()
+    try:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+    finally:
+        close_cluster(cluster)
+    client = s3.client()
+    for key in state.blobs:
+        client.delete_object(Bucket=bucket, Key=key)
+    client.delete_bucket(Bucket=bucket)
