@@ -30,6 +30,7 @@ from mqforensics.purge.engine import TargetChanged
 from mqforensics.retention.manifest import fsync_directory
 
 HELD_SUFFIX = ".mqf-purge"
+NOT_REGULAR = "no longer a regular file"
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def mismatch(path: Path, planned: PlannedFile) -> str | None:
     """
     info = os.lstat(path)
     if not stat.S_ISREG(info.st_mode):
-        return "no longer a regular file"
+        return NOT_REGULAR
     if info.st_size != planned.size:
         return f"size {planned.size} -> {info.st_size}"
     size, sha256 = file_digest(path)

@@ -64,6 +64,7 @@ from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, TargetChanged, Verdict
+from mqforensics.purge.s3_delete import delete_if_match
 
 if TYPE_CHECKING:
     from mqforensics.retention.manifest import Action, Plan
@@ -104,15 +105,6 @@ def _multi_cell(cql_type: str, user_types: Iterable[str]) -> bool:
     """A non-frozen collection or user type: one cell per element, and no `writetime` of the
     whole before Cassandra 5.0."""
     return cql_type.startswith(("list<", "set<", "map<")) or cql_type in set(user_types)
-
-
-def _s3_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return ""
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return code or str(status or "")
 
 
 def _digest(values: Iterable[Any]) -> tuple[int, str]:
@@ -753,35 +745,19 @@ class JamesExecutor:
         HEAD saw: an overwrite after the check is refused (412) and the action skipped. A store
         that answers ``NotImplemented`` to a conditional delete (none in the test harness:
         SeaweedFS honours If-Match) gets a plain delete, right after the refused one."""
-        from botocore.exceptions import ClientError
-
         target = action.target
         where = f"s3://{target['bucket']}/{target['key']}"
         label = f"delete object {where}"
         seen: dict[str, Any] = {}
         if not ops.destructive(label, partial(self._verify_blob, action, seen)):
             return {"objects": 0, "bytes": 0}
-        client = self._client()
-        try:
-            if seen["etag"] is None:  # a store that gives no ETag: nothing to condition on
-                client.delete_object(Bucket=target["bucket"], Key=target["key"])
-            else:
-                client.delete_object(
-                    Bucket=target["bucket"], Key=target["key"], IfMatch=seen["etag"]
-                )
-        except ClientError as exc:
-            code = _s3_code(exc)
-            if code == "NotImplemented":
-                client.delete_object(Bucket=target["bucket"], Key=target["key"])
-            elif code in ("PreconditionFailed", "412"):
-                if self._head(target["bucket"], target["key"]) is not None:
-                    raise TargetChanged(
-                        f"object {where} was overwritten between the check and the delete "
-                        "(If-Match refused)"
-                    ) from None
-                return {"objects": 0, "bytes": 0}  # deleted by someone else meanwhile
-            else:
-                raise
+        overwritten = (
+            f"object {where} was overwritten between the check and the delete (If-Match refused)"
+        )
+        if not delete_if_match(
+            self._client(), target["bucket"], target["key"], seen["etag"], overwritten
+        ):
+            return {"objects": 0, "bytes": 0}  # deleted by someone else meanwhile
         ops.completed(label)
         return {"objects": 1, "bytes": int(action.precondition["size"])}
 

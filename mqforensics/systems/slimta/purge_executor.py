@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import stat
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -56,9 +55,16 @@ from typing import Any
 from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, TargetChanged, Verdict
-from mqforensics.purge.held_unlink import PlannedFile, live_copy, unlink_checked
+from mqforensics.purge.held_unlink import (
+    NOT_REGULAR,
+    PlannedFile,
+    live_copy,
+    mismatch,
+    unlink_checked,
+)
+from mqforensics.purge.s3_delete import delete_if_match, error_code
 from mqforensics.retention.manifest import Action, Plan
-from mqforensics.systems.slimta.digests import file_digest, hash_fields_digest
+from mqforensics.systems.slimta.digests import hash_fields_digest
 from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX
 from mqforensics.systems.slimta.planner import (
     DELETE_FILES,
@@ -234,23 +240,17 @@ _GONE = "gone"
 def _file_drift(path: str, planned: dict[str, Any] | None, name: str) -> str | None:
     """`_GONE`, why `path` (the file `name`, or its held copy) no longer matches its plan-time
     `planned` size and SHA-256, or None."""
-    try:
-        info = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
+    if not os.path.lexists(path):
         return _GONE
     if planned is None:
         return f"{name} appeared since the plan"
-    if not stat.S_ISREG(info.st_mode):
-        return f"{name} is no longer a regular file"
-    if info.st_size != planned["size"]:
-        return f"{name} changed since the plan"
     try:
-        size, sha256 = file_digest(path)
-    except FileNotFoundError:
+        why = mismatch(Path(path), PlannedFile(Path(path), planned["size"], planned["sha256"]))
+    except (FileNotFoundError, NotADirectoryError):
         return _GONE
-    if size != planned["size"] or sha256 != planned["sha256"]:
-        return f"{name} changed since the plan"
-    return None
+    if why == NOT_REGULAR:
+        return f"{name} is {NOT_REGULAR}"
+    return None if why is None else f"{name} changed since the plan"
 
 
 def _listing(directory: str, suffix: str) -> set[str]:
@@ -608,13 +608,6 @@ def classify_redis_error(exc: BaseException) -> str | None:
 # -- S3 --------------------------------------------------------------------------------------
 
 
-def _error_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
 def _second(value: Any) -> str | None:
     """An instant as ``YYYY-MM-DDTHH:MM:SSZ``: HEAD's Last-Modified has whole seconds only."""
     if isinstance(value, str):
@@ -666,7 +659,7 @@ class S3Executor:
         try:
             return dict(self._client().head_object(Bucket=target["bucket"], Key=target["key"]))
         except ClientError as exc:
-            if _error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+            if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise
 
@@ -696,8 +689,6 @@ class S3Executor:
         return Verdict(False, drift) if drift else Verdict(True)
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
-        from botocore.exceptions import ClientError
-
         target, pre = action.target, action.precondition
         label = f"delete object s3://{target['bucket']}/{target['key']}"
         # The rate slot, then HEAD (size, ETag, metadata, Last-Modified as planned), then at
@@ -706,22 +697,11 @@ class S3Executor:
             return {"objects": 0, "bytes": 0}
         # If-Match the ETag the check just saw (the planned one): an overwrite since the HEAD
         # makes it fail (412). A rewrite that keeps the ETag (slimta's metadata) is not seen.
-        etag = pre["etag"].strip('"')
-        try:
-            self._client().delete_object(
-                Bucket=target["bucket"], Key=target["key"], IfMatch=f'"{etag}"'
-            )
-        except ClientError as exc:
-            code = _error_code(exc)
-            if code == "NotImplemented":  # a store without conditional deletes: HEAD was it
-                self._client().delete_object(Bucket=target["bucket"], Key=target["key"])
-            elif code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NotFound"):
-                if self._head(target) is not None:
-                    raise TargetChanged(OVERWRITTEN_AT_DELETE) from None
-                # Deleted by someone else since the HEAD (SeaweedFS answers 412, AWS 404).
-                return {"objects": 0, "bytes": 0}
-            else:
-                raise
+        etag = '"' + pre["etag"].strip('"') + '"'
+        if not delete_if_match(
+            self._client(), target["bucket"], target["key"], etag, OVERWRITTEN_AT_DELETE
+        ):
+            return {"objects": 0, "bytes": 0}  # deleted by someone else since the HEAD
         ops.completed(label)
         return {"objects": 1, "bytes": int(pre["size"])}
 
