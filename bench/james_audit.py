@@ -38,8 +38,8 @@ TABLES = (
 
 def snapshot(entries: int, cache: Path | None = None) -> Path:
     """A generated snapshot with `entries` normal mails (plus the planted ones), made once."""
+    from datasets.james.generate import write_parquet
     from datasets.james.make_sample import SAMPLE_SPEC
-    from mqforensics.systems.james.generate import write_parquet
 
     target = (cache or CACHE) / f"james-{entries}-v{GENERATOR_VERSION}"
     if (target / ".complete").exists():

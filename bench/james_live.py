@@ -47,7 +47,7 @@ ISSUED_TOGETHER = 32
 def _endpoint(where: str) -> Any:
     """The endpoint at `where` (HOST:PORT), logged in from MQF_CASSANDRA_USERNAME/_PASSWORD
     (credentials never go on a command line, where `ps` and the results would show them)."""
-    from mqforensics.cassandra_connection import CassandraEndpoint
+    from mqforensics.sources.cassandra_connection import CassandraEndpoint
 
     return CassandraEndpoint.parse(
         where,
@@ -57,7 +57,7 @@ def _endpoint(where: str) -> Any:
 
 
 def _logged_in(info: dict[str, Any]) -> Any:
-    from mqforensics.cassandra_connection import CassandraEndpoint
+    from mqforensics.sources.cassandra_connection import CassandraEndpoint
 
     return CassandraEndpoint((info["host"],), info["port"], info["username"], info["password"])
 
@@ -90,8 +90,8 @@ def load(directory: Path, endpoint: Any, keyspace: str) -> float:
     import pyarrow.parquet as pq
     from cassandra.concurrent import execute_concurrent_with_args
 
-    from mqforensics.cassandra_connection import close_cluster
-    from mqforensics.systems.james.load import james_ddl
+    from datasets.james.load import james_ddl
+    from mqforensics.sources.cassandra_connection import close_cluster
 
     cluster, session = endpoint.connect()
     try:
@@ -161,7 +161,7 @@ def getsize_james(where: str, keyspace: str, as_of: dt.datetime) -> None:
     """James's browse, one queue at a time, slice by slice, bucket by bucket, row by row."""
     from cassandra.concurrent import execute_concurrent_with_args
 
-    from mqforensics.cassandra_connection import close_cluster
+    from mqforensics.sources.cassandra_connection import close_cluster
     from mqforensics.systems.james.config_history import history_rows
 
     started = time.perf_counter()
@@ -207,7 +207,7 @@ def read_ours(where: str, keyspace: str) -> None:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    from mqforensics.cassandra_scan import read_table
+    from mqforensics.sources.cassandra_scan import read_table
     from mqforensics.spark import session
 
     spark = session("mqf-bench", ui=False)

@@ -46,12 +46,12 @@ from typing import Any
 from unittest import mock
 
 from bench import measure
+from datasets.logqueue.writer import QueueWriter, Write
 from mqforensics.services.cache import cache_dir
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout, simulate
 from mqforensics.systems.logqueue import writer as writer_module
 from mqforensics.systems.logqueue.segment import read_segment
-from mqforensics.systems.logqueue.writer import QueueWriter, Write
 
 BENCHMARK = "logqueue_segments"
 DATA_VERSION = "1"  # bump when the generated content changes: the cache key includes it

@@ -11,21 +11,12 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from mqforensics import __version__, credentials, demo
+from mqforensics import __version__, credentials, demo, planning, runner
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import MqfError, explain
 from mqforensics.purge import cli as purge_cli
 from mqforensics.retention import cli as retention_cli
 from mqforensics.services import cli as services_cli
-from mqforensics.systems.cyrus import audit as cyrus_audit
-from mqforensics.systems.cyrus import plan_cli as cyrus_plan
-from mqforensics.systems.james import audit as james_audit
-from mqforensics.systems.james import plan_cli as james_plan
-from mqforensics.systems.james import validate as james_validate
-from mqforensics.systems.logqueue import audit as logqueue_audit
-from mqforensics.systems.logqueue import plan_cli as logqueue_plan
-from mqforensics.systems.slimta import audit as slimta_audit
-from mqforensics.systems.slimta import plan_cli as slimta_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,21 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.add_parser(commands)
-    audit = commands.add_parser("audit", help="read a mail queue store and report what is wrong")
-    systems = audit.add_subparsers(dest="system", required=True, metavar="SYSTEM")
-    james_audit.add_parser(systems)
-    cyrus_audit.add_parser(systems)
-    logqueue_audit.add_parser(systems)
-    slimta_audit.add_parser(systems)
-    validate = commands.add_parser("validate", help="run the expectation suites on a store")
-    validate_systems = validate.add_subparsers(dest="system", required=True, metavar="SYSTEM")
-    james_validate.add_parser(validate_systems)
-    plan = commands.add_parser("plan", help="plan a retention cleanup (deletes nothing)")
-    plan_systems = plan.add_subparsers(dest="system", required=True, metavar="SYSTEM")
-    james_plan.add_parser(plan_systems)
-    cyrus_plan.add_parser(plan_systems)
-    logqueue_plan.add_parser(plan_systems)
-    slimta_plan.add_parser(plan_systems)
+    runner.add_audit_parser(commands)
+    runner.add_validate_parser(commands)
+    planning.add_plan_parser(commands)
     services_cli.add_parser(commands)
     retention_cli.add_report_parser(commands)
     retention_cli.add_approve_parser(commands)

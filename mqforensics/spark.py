@@ -201,13 +201,18 @@ def describe(spark: SparkSession) -> str:
 
 
 def register_data_sources(spark: SparkSession) -> None:
-    """Register every Python data source of the project on `spark` (registration is per session)."""
-    from mqforensics.blob_inventory import InventorySource
-    from mqforensics.blobstore import BlobListingSource
-    from mqforensics.cassandra_scan import CassandraScanSource
-    from mqforensics.systems.james.live import JamesEnqueuedSource
+    """Register the shared Python data sources and every registered system's on `spark`
+    (registration is per session)."""
+    from mqforensics import systems
+    from mqforensics.sources.blob_inventory import InventorySource
+    from mqforensics.sources.blobstore import BlobListingSource
+    from mqforensics.sources.cassandra_scan import CassandraScanSource
 
-    for source in (BlobListingSource, InventorySource, CassandraScanSource, JamesEnqueuedSource):
+    sources: list[type] = [BlobListingSource, InventorySource, CassandraScanSource]
+    for spec in systems.all_systems():
+        if spec.data_sources is not None:
+            sources.extend(spec.data_sources())
+    for source in sources:
         spark.dataSource.register(source)
 
 

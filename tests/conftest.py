@@ -16,10 +16,27 @@ from pathlib import Path
 
 import pytest
 
+from mqforensics import systems
 from mqforensics.errors import MqfError, explain
 from mqforensics.services.harness import Harness, TestSession
 
 _harness: Harness | None = None
+# A test under tests/unit/<system>/ or tests/integration/<system>/ is marked <system>, so one
+# system's tests run alone: `pytest -m cyrus`.
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in systems.names():
+        config.addinivalue_line("markers", f"{name}: a test of the {name} system")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    known = set(systems.names())
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
+        if len(parts) > 2 and parts[0] in ("unit", "integration") and parts[1] in known:
+            item.add_marker(getattr(pytest.mark, parts[1]))
 _start_failed = False
 _used: dict[str, dict] = {}
 
@@ -79,7 +96,7 @@ def cassandra() -> dict:
 @pytest.fixture(scope="session")
 def cassandra_endpoint(cassandra):
     """A CassandraEndpoint for the session's Cassandra, with its superuser login."""
-    from mqforensics.cassandra_connection import CassandraEndpoint
+    from mqforensics.sources.cassandra_connection import CassandraEndpoint
 
     return CassandraEndpoint(
         (cassandra["host"],), cassandra["port"], cassandra["username"], cassandra["password"]

@@ -32,8 +32,8 @@ def run_step(step: dict) -> dict:
 
                 result["rc"] = main(step["argv"])
             else:
-                from mqforensics import notebook_sources
                 from mqforensics.spark import session
+                from mqforensics.views import notebook_sources
 
                 audit = getattr(notebook_sources, f"audit_{step['notebook']}")
                 try:

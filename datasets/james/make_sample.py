@@ -13,7 +13,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from mqforensics.systems.james.generate import AnomalyCounts, GenerationSpec, write_parquet
+from datasets.james.generate import AnomalyCounts, GenerationSpec, write_parquet
 
 SAMPLE_SPEC = GenerationSpec(
     seed=20261103,

@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from mqforensics.systems.logqueue.simulate import (  # noqa: E402
+from datasets.logqueue.simulate import (  # noqa: E402
     JOURNAL,
     SECOND,
     T0_US,

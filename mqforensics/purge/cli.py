@@ -48,55 +48,52 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="at most N destructive operations per second (each waits before its last check, "
         "never between the check and the delete)",
     )
-    parser.add_argument(
-        "--cassandra",
-        metavar="HOST[:PORT]",
-        help="live cluster (default: the plan's); login from MQF_CASSANDRA_USERNAME/_PASSWORD",
-    )
-    parser.add_argument(
-        "--s3-endpoint", metavar="URL", help="S3 endpoint of the blob store (or MQF_S3_ENDPOINT)"
-    )
-    parser.add_argument(
-        "--consistency",
-        default="LOCAL_QUORUM",
-        metavar="LEVEL",
-        help="Cassandra consistency level (default: %(default)s)",
-    )
-    cyrus = parser.add_argument_group("Cyrus plans")
-    cyrus.add_argument(
-        "--imap",
-        metavar="HOST:PORT",
-        help="Cyrus IMAP server for DELETEACL; admin login from MQF_IMAP_USERNAME/_PASSWORD",
-    )
-    cyrus.add_argument("--imap-ssl", action="store_true", help="IMAP over TLS (IMAPS)")
-    cyrus.add_argument(
-        "--cyrus-config", metavar="FILE", help="the server's imapd.conf (RACL key repairs)"
-    )
-    cyrus.add_argument(
-        "--cyrus-tools", metavar="DIR", help="directory of cyr_dbtool (default /usr/lib/cyrus/bin)"
-    )
-    cyrus.add_argument(
-        "--cyrus-user", metavar="NAME", help="run cyr_dbtool as this user when root (default cyrus)"
-    )
-    slimta = parser.add_argument_group("slimta plans")
-    slimta.add_argument(
-        "--redis",
-        metavar="URL",
-        help="Redis of a RedisStorage plan, redis://HOST[:PORT][/DB] or rediss:// (default: the "
-        "plan's); login from MQF_REDIS_USERNAME/_PASSWORD",
-    )
+    add_system_options(parser)
     parser.set_defaults(run=run)
+
+
+def add_system_options(parser: argparse.ArgumentParser) -> None:
+    """Every registered system's purge options, in a group per system; an option several systems
+    read (same dest) is declared once, by the first, and listed in the others' help."""
+    from mqforensics import systems
+
+    declared: set[str] = set()
+    for spec in systems.all_systems():
+        fresh = [option for option in spec.purge_options if option.dest not in declared]
+        if not fresh:
+            continue
+        group = parser.add_argument_group(f"{spec.title} plans")
+        for option in fresh:
+            option.add_to(group)
+            declared.add(option.dest)
+
+
+def refuse_other_systems_options(system: str, args: argparse.Namespace) -> None:
+    """An option given that the plan's system does not read is a mistake, not something to
+    ignore (a ``--imap`` on a James plan would otherwise do nothing, silently)."""
+    from mqforensics import systems
+
+    own = {option.dest for option in systems.get(system).purge_options}
+    for spec in systems.all_systems():
+        for option in spec.purge_options:
+            if option.dest in own:
+                continue
+            default = option.kwargs.get("default")
+            if getattr(args, option.dest, default) != default:
+                flag = max(option.flags, key=len)
+                raise ConfigError(f"{flag} is for {spec.name} plans; this plan is a {system} plan")
 
 
 def run(args: argparse.Namespace) -> int:
     """0: every action done or skipped; 1: the verification found problems; errors raise."""
     # Imported here so that building the command line parser stays cheap.
-    from mqforensics.progress import purge_progress
     from mqforensics.purge.engine import executors_for, run_purge
     from mqforensics.purge.retry import one_line
     from mqforensics.retention.manifest import read_plan
+    from mqforensics.views.progress import purge_progress
 
     plan = read_plan(args.plan)
+    refuse_other_systems_options(plan.system, args)
     executors = executors_for(plan, args)
     bar = purge_progress(int(plan.header.get("action_count") or 0))
     try:

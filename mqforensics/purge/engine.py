@@ -32,9 +32,8 @@ right after every destructive call, and after every journal record.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -59,14 +58,6 @@ MAX_PRINTED_PROBLEMS = 20
 
 # Plan header "system" -> "module:function" returning the executors of that system's kinds,
 # imported only when a plan of that system is purged.
-FACTORIES: dict[str, str] = {
-    "james": "mqforensics.systems.james.purge_executor:build_executors",
-    "cyrus": "mqforensics.systems.cyrus.purge_executor:build_executors",
-    "logqueue": "mqforensics.systems.logqueue.reclaim:build_executors",
-    "slimta": "mqforensics.systems.slimta.purge_executor:build_executors",
-}
-
-
 @dataclass
 class Verdict:
     """What live re-verification found for one action.
@@ -186,25 +177,17 @@ class PurgeResult:
 
 
 def executors_for(plan: Plan, args: argparse.Namespace) -> list[Executor]:
-    """The executors of the plan's system, built from the command line options in `args`."""
+    """The executors of the plan's system (from the system registry), built from the command
+    line options in `args`."""
+    from mqforensics import systems
+
     system = plan.header.get("system")
-    spec = FACTORIES.get(system) if isinstance(system, str) else None
-    if spec is None:
+    if not isinstance(system, str) or system not in systems.names():
         raise ConfigError(
             f"plan {plan.directory}: no purger for system {system!r} "
-            f"(known: {', '.join(sorted(FACTORIES))})"
+            f"(known: {', '.join(systems.names())})"
         )
-    module_name, _, function = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name + ".").startswith(exc.name + "."):
-            raise ConfigError(
-                f"the purger for system {system!r} ({module_name}) is not installed"
-            ) from exc
-        raise
-    factory: Callable[[Plan, argparse.Namespace], Iterable[Executor]] = getattr(module, function)
-    return list(factory(plan, args))
+    return list(systems.get(system).executors(plan, args))
 
 
 def run_purge(

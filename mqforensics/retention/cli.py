@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from mqforensics.retention.manifest import JOURNAL, read_plan, record_approval
-from mqforensics.retention.report import render_html, render_text, summary_line
+from mqforensics.views.plan_report import render_html, render_text, summary_line
 
 
 def add_approve_parser(commands: argparse._SubParsersAction) -> None:
@@ -38,7 +38,10 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
     kinds = report.add_subparsers(dest="report", required=True, metavar="WHAT")
     parser = kinds.add_parser("plan", help="summarise a cleanup plan and its purge journal")
     parser.add_argument("plan", type=Path, metavar="PLAN", help="plan directory")
-    parser.add_argument("--html", type=Path, metavar="FILE", help="default: PLAN/report.html")
+    parser.add_argument(
+        "--out", "--html", dest="out", type=Path, metavar="FILE",
+        help="the HTML report (default: PLAN/report.html; report.txt goes next to the plan)",
+    )  # fmt: skip
     parser.add_argument(
         "--reveal-addresses",
         action="store_true",
@@ -48,8 +51,8 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
         "--journal", type=Path, metavar="FILE", help="default: PLAN/journal.jsonl if it exists"
     )
     parser.set_defaults(run=run_report)
-    from mqforensics import notebook_export
-    from mqforensics import report as archive_report
+    from mqforensics.views import notebook_export
+    from mqforensics.views import report as archive_report
 
     archive_report.add_parser(kinds)
     notebook_export.add_parser(kinds)
@@ -67,7 +70,7 @@ def run_report(args: argparse.Namespace) -> int:
         journal = read_journal(journal_path)
     reveal = args.reveal_addresses
     text = render_text(plan, journal, reveal=reveal)
-    html_path = args.html or plan.directory / "report.html"
+    html_path = args.out or plan.directory / "report.html"
     (plan.directory / "report.txt").write_text(text, encoding="utf-8")
     html_path.write_text(render_html(plan, journal, reveal=reveal), encoding="utf-8")
     sys.stdout.write(text)

@@ -27,7 +27,7 @@ from mqforensics.errors import ConfigError, InputError, PlanModified, PlanNotApp
 from mqforensics.privacy import ADDRESS
 from mqforensics.retention.policy import Policy
 
-FORMAT = "mqforensics-plan/1"
+FORMAT = "mqforensics-plan/2"
 PLAN_JSON = "plan.json"
 ACTIONS = "actions.jsonl"
 DEFERRED = "deferred.jsonl"
@@ -83,6 +83,8 @@ class Action:
     tombstones: int
     reason: str
     seq: int = -1
+    # The ids of the findings (findings.json) that justify the action: every action has one.
+    findings: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -100,6 +102,7 @@ class Action:
                 "bytes": self.bytes,
                 "tombstones": self.tombstones,
                 "reason": self.reason,
+                "findings": list(self.findings),
             }
         )
 
@@ -115,6 +118,7 @@ class Action:
             tombstones=obj["tombstones"],
             reason=obj["reason"],
             seq=obj["seq"],
+            findings=tuple(obj["findings"]),
         )
         # Cheap, and catches a target edited by hand even when hashes are not being checked.
         if obj["id"] != action.id:
@@ -132,6 +136,7 @@ class Deferred:
     target: dict[str, Any]
     rules: tuple[str, ...]
     reason: str
+    findings: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return canonical_json(
@@ -140,13 +145,16 @@ class Deferred:
                 "target": self.target,
                 "rules": list(self.rules),
                 "reason": self.reason,
+                "findings": list(self.findings),
             }
         )
 
     @classmethod
     def from_json(cls, line: str, where: str) -> Deferred:
         obj = _load_line(line, where, _DEFERRED_FIELDS)
-        return cls(obj["kind"], obj["target"], tuple(obj["rules"]), obj["reason"])
+        return cls(
+            obj["kind"], obj["target"], tuple(obj["rules"]), obj["reason"], tuple(obj["findings"])
+        )
 
 
 def _is_count(value: Any) -> bool:
@@ -167,9 +175,10 @@ _ACTION_FIELDS: dict[str, Any] = {
     "bytes": _is_count,
     "tombstones": _is_count,
     "reason": lambda v: isinstance(v, str),
+    "findings": _is_names,
 }
 _DEFERRED_FIELDS: dict[str, Any] = {
-    key: _ACTION_FIELDS[key] for key in ("kind", "target", "rules", "reason")
+    key: _ACTION_FIELDS[key] for key in ("kind", "target", "rules", "reason", "findings")
 }
 
 
@@ -322,6 +331,8 @@ def _write_actions(
         for count, action in enumerate(actions, 1):
             where = f"action {count - 1} ({action.kind})"
             _check_rules(action.rules, rule_ids, where)
+            if not action.findings:
+                raise ValueError(f"{where}: cites no finding; every action is made from findings")
             _check_no_address(action.reason, f"{where} reason")
             if not (_is_count(action.bytes) and _is_count(action.tombstones)):
                 raise ValueError(f"{where}: bytes and tombstones must be integers >= 0")

@@ -21,34 +21,35 @@ import yaml
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.privacy import pseudonymize_text
-from mqforensics.systems.james.audit import parse_duration
+from mqforensics.units import parse_duration
 
-RULE_KINDS = (
-    "consumed_mail",
-    "erase_subject",
-    "orphaned_blobs",
-    "racl_repair",
-    "garbage_segments",
-    "queued_mail",
-    "queue_leftovers",
-)
-
+# The one rule kind every system plans: its subjects are parsed here (and hashed at once).
+ERASE_SUBJECT = "erase_subject"
 DEFAULT_TOMBSTONE_BUDGET = 100
 
 _TOP_KEYS = ("version", "tombstone_budget_per_partition", "rules")
 _COMMON_RULE_KEYS = ("id", "kind", "legal_basis", "systems", "queues")
-# Keys that only mean something for one kind are refused on the others: an `older_than` on an
-# erasure or `addresses` on a consumed_mail rule is a misunderstanding, not something to ignore.
-_KIND_KEYS = {
-    "consumed_mail": ("older_than",),
-    "erase_subject": ("addresses", "address_sha256"),
-    "orphaned_blobs": ("older_than", "references_complete"),
-    "racl_repair": (),
-    "garbage_segments": (),
-    "queued_mail": ("older_than",),
-    "queue_leftovers": ("older_than",),
-}
-_NEEDS_OLDER_THAN = ("consumed_mail", "orphaned_blobs", "queued_mail", "queue_leftovers")
+_ERASE_KEYS = ("addresses", "address_sha256")
+
+
+def rule_kinds() -> dict[str, tuple[tuple[str, ...], bool]]:
+    """kind -> (its own keys, whether it needs ``older_than``), from every registered system.
+
+    Keys that only mean something for one kind are refused on the others: an ``older_than`` on
+    an erasure or ``addresses`` on a consumed_mail rule is a misunderstanding, not something to
+    ignore. A kind two systems share takes the keys of both.
+    """
+    from mqforensics import systems
+
+    kinds: dict[str, tuple[tuple[str, ...], bool]] = {ERASE_SUBJECT: (_ERASE_KEYS, False)}
+    for spec in systems.all_systems():
+        for kind in spec.rule_kinds:
+            keys, needs = kinds.get(kind.name, ((), False))
+            merged = tuple(dict.fromkeys((*keys, *kind.keys)))
+            kinds[kind.name] = (merged, needs or kind.needs_older_than)
+    return kinds
+
+
 _ID = re.compile(r"[A-Za-z0-9._-]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -239,10 +240,11 @@ def _rule(table: Any, position: str, where: str) -> Rule:
         raise ConfigError(f"{position}: id must match [A-Za-z0-9._-]+ (got {shown})")
     here = f"{where} rule {rule_id!r}"
     kind = table.get("kind")
-    if kind not in RULE_KINDS:
+    kinds = rule_kinds()
+    if kind not in kinds:
         shown = "missing" if kind is None else _quoted(kind)
-        raise ConfigError(f"{here}: kind must be one of {', '.join(RULE_KINDS)} (got {shown})")
-    _check_keys(table, _COMMON_RULE_KEYS + _KIND_KEYS[kind], f"{here} ({kind})")
+        raise ConfigError(f"{here}: kind must be one of {', '.join(kinds)} (got {shown})")
+    _check_keys(table, _COMMON_RULE_KEYS + kinds[kind][0], f"{here} ({kind})")
     legal_basis = table.get("legal_basis")
     if not isinstance(legal_basis, str) or not legal_basis.strip():
         raise ConfigError(f"{here}: legal_basis is required (a non-empty text)")
@@ -253,18 +255,20 @@ def _rule(table: Any, position: str, where: str) -> Rule:
         id=rule_id,
         kind=kind,
         legal_basis=legal_basis.strip(),
-        older_than=_older_than(table, kind, here),
+        older_than=_older_than(table, kind, kinds[kind][1], here),
         systems=_names(table, "systems", here),
         queues=_names(table, "queues", here),
-        subjects=_subjects(table, here) if kind == "erase_subject" else (),
+        subjects=_subjects(table, here) if kind == ERASE_SUBJECT else (),
         references_complete=references_complete,
     )
 
 
-def _older_than(table: dict[str, Any], kind: str, here: str) -> dt.timedelta | None:
+def _older_than(
+    table: dict[str, Any], kind: str, required: bool, here: str
+) -> dt.timedelta | None:
     value = table.get("older_than")
     if value is None:
-        if kind in _NEEDS_OLDER_THAN:
+        if required:
             raise ConfigError(f"{here}: older_than is required for {kind}")
         return None
     if not isinstance(value, str) and not _is_int(value):

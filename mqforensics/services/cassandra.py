@@ -201,7 +201,7 @@ def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> 
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster
 
-    from mqforensics.cassandra_connection import close_cluster
+    from mqforensics.sources.cassandra_connection import close_cluster
 
     cluster = Cluster(
         [LOOPBACK],

@@ -18,7 +18,7 @@ from mqforensics.errors import ServiceStartError
 from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
 
 if TYPE_CHECKING:
-    from mqforensics.blobstore import S3Endpoint
+    from mqforensics.sources.blobstore import S3Endpoint
 
 ACCESS_KEY = "mqforensics-test"
 SECRET_KEY = "mqforensics-test-secret"
@@ -51,7 +51,7 @@ def s3_client(endpoint: str, access_key: str = ACCESS_KEY, secret_key: str = SEC
 
 def s3_endpoint(info: dict) -> S3Endpoint:
     """The S3Endpoint of a server started here, from its connection info."""
-    from mqforensics.blobstore import S3Endpoint
+    from mqforensics.sources.blobstore import S3Endpoint
 
     return S3Endpoint(info["endpoint"], info["region"], info["access_key"], info["secret_key"])
 

@@ -10,8 +10,8 @@ import uuid
 import pytest
 from cassandra.util import uuid_from_time
 
-from mqforensics.cassandra_scan import read_table
 from mqforensics.errors import AuthenticationFailed, InputError, ServerUnavailable, explain
+from mqforensics.sources.cassandra_scan import read_table
 
 pytestmark = pytest.mark.integration
 
@@ -197,7 +197,7 @@ def test_connect_errors_are_typed(cassandra_endpoint):
 
 CLOSE_THEN_EXIT = """
 import sys, threading
-from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
+from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cluster
 endpoint = CassandraEndpoint(("127.0.0.1",), int(sys.argv[1]), "cassandra", sys.argv[2])
 for _ in range(2):  # the second connect must get a working reactor again
     cluster, session = endpoint.connect()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from datasets.james import generate as gen
+from datasets.james.load import load_into_cassandra, load_into_s3, unload
 from mqforensics.services import seaweedfs
-from mqforensics.systems.james import generate as gen
-from mqforensics.systems.james.load import load_into_cassandra, load_into_s3, unload
 from tests.credential_runs import assert_nowhere, files_under, run_in_one_spark
 
 pytestmark = pytest.mark.integration

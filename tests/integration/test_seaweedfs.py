@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 
-from mqforensics.blobstore import S3Endpoint, read_blobs
 from mqforensics.errors import explain
 from mqforensics.services.harness import Harness
 from mqforensics.services.seaweedfs import s3_endpoint
+from mqforensics.sources.blobstore import S3Endpoint, read_blobs
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from mqforensics.services.spark_standalone import master_json
 
 # The live James audit's fixtures: a generated state loaded into the session's Cassandra and
 # SeaweedFS (`loaded`), and the client settings for them (`environment`).
-from tests.integration.test_james_audit_live import (  # noqa: F401
+from tests.integration.james.test_james_audit_live import (  # noqa: F401
     environment,
     expected_findings,
     loaded,

@@ -11,8 +11,8 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 
-from mqforensics.blob_inventory import read_inventory, read_james_blobs
 from mqforensics.errors import explain
+from mqforensics.sources.blob_inventory import read_inventory, read_james_blobs
 
 UTC = dt.UTC
 SOURCE = "james-default"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mqforensics.blobstore import read_blobs
 from mqforensics.errors import explain
+from mqforensics.sources.blobstore import read_blobs
 
 LAYOUT = {
     "top-level-blob": 11,

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from mqforensics import cassandra_reactor
+from mqforensics.sources import cassandra_reactor
 
 
 class FakeLoop:

@@ -11,8 +11,8 @@ from cassandra.util import Date, Duration, SortedSet, Time
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from mqforensics import cql_types
-from mqforensics.cql_arrow import BatchMaker, arrow_type, column_converter
+from mqforensics.sources import cql_types
+from mqforensics.sources.cql_arrow import BatchMaker, arrow_type, column_converter
 
 UDTS = {"addr": [("street", "text"), ("zip", "int")]}
 COLUMNS = [

@@ -3,8 +3,8 @@ import uuid
 
 import pytest
 
-from mqforensics.cql_types import CqlType, converter, parse, spark_type
 from mqforensics.errors import InputError
+from mqforensics.sources.cql_types import CqlType, converter, parse, spark_type
 
 
 def test_parses_nested_frozen_collections_and_tuples():

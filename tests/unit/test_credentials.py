@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics import credentials, notebook_sources
+from mqforensics import credentials
 from mqforensics.cli import main
 from mqforensics.credentials import is_secret_name, mask_secrets
 from mqforensics.errors import ConfigError, InputError, explain
+from mqforensics.views import notebook_sources
 from tests.credential_runs import assert_nowhere, files_under, run_in_one_spark
 
 SECRET = "S3cr3tPlant3d"
@@ -133,7 +134,7 @@ def test_secret_names() -> None:
 def test_every_message_path_uses_it() -> None:
     """Typed errors, `explain` of a Spark-wrapped error, the purger's `one_line`, reports."""
     from mqforensics.purge.retry import one_line
-    from mqforensics.report import _Page
+    from mqforensics.views.report import _Page
 
     url = f"http://k:{SECRET}@h:1/b?token={SECRET}"
     error = InputError(f"cannot read {url}")
@@ -323,8 +324,8 @@ def test_a_credential_in_an_address_variable_is_refused(
 
 
 def test_the_python_api_refuses_address_variables_too(monkeypatch) -> None:
-    from mqforensics.blobstore import S3Endpoint
-    from mqforensics.cassandra_connection import CassandraEndpoint
+    from mqforensics.sources.blobstore import S3Endpoint
+    from mqforensics.sources.cassandra_connection import CassandraEndpoint
     from mqforensics.spark import session
 
     monkeypatch.setenv("MQF_S3_ENDPOINT", f"http://AKIA:{SECRET}@127.0.0.1:1")

@@ -1,8 +1,8 @@
 import pytest
 
-from mqforensics.blobstore import Location, S3Endpoint
-from mqforensics.cassandra_connection import CassandraEndpoint
 from mqforensics.errors import ConfigError
+from mqforensics.sources.blobstore import Location, S3Endpoint
+from mqforensics.sources.cassandra_connection import CassandraEndpoint
 
 
 def test_parses_contact_points_with_one_port():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics import notebook_sources as sources
 from mqforensics.errors import ConfigError
+from mqforensics.views import notebook_sources as sources
 
 
 def test_configured_arguments_are_shell_quoted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mqforensics import parquet_footer
+from mqforensics.sources import parquet_footer
 
 SCHEMA = (
     "name string, bucket int, at timestamp, recipients array<string>, "

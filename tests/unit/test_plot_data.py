@@ -10,10 +10,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mqforensics import plot_data
 from mqforensics.demo import BUNDLED
-from mqforensics.notebook_sources import DATASETS
 from mqforensics.privacy import pseudonymize_address
+from mqforensics.views import plot_data
+from mqforensics.views.notebook_sources import DATASETS
 
 UTC = dt.UTC
 

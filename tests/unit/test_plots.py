@@ -9,7 +9,7 @@ import matplotlib.dates as mdates
 import pandas as pd
 from PIL import Image
 
-from mqforensics import plots
+from mqforensics.views import plots
 
 UTC = dt.UTC
 

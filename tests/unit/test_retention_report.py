@@ -10,7 +10,7 @@ from mqforensics.cli import main
 from mqforensics.privacy import pseudonymize_address
 from mqforensics.retention.manifest import Action, Deferred, approve, read_plan, write_plan
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.retention.report import render_html, render_text, summary_line
+from mqforensics.views.plan_report import render_html, render_text, summary_line
 
 POLICY = Policy(
     "policy.toml",

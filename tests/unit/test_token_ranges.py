@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 
-from mqforensics.cassandra_scan import MAX_TOKEN, MIN_TOKEN, token_ranges
 from mqforensics.errors import ConfigError
+from mqforensics.sources.cassandra_scan import MAX_TOKEN, MIN_TOKEN, token_ranges
 
 
 @pytest.mark.parametrize("splits", [1, 2, 7, 16, 1000])
@@ -38,7 +38,7 @@ MIB = 1 << 20
 
 
 def test_splits_follow_the_estimated_table_size():
-    from mqforensics.cassandra_scan import DEFAULT_SPLITS, MIN_SPLITS, splits_for
+    from mqforensics.sources.cassandra_scan import DEFAULT_SPLITS, MIN_SPLITS, splits_for
 
     whole_ring = [(MIN_TOKEN, MAX_TOKEN, 1000, 500 * MIB // 1000)]  # 500 MiB on one node
     assert splits_for(whole_ring) == 8  # one per 64 MiB, rounded up
@@ -48,7 +48,7 @@ def test_splits_follow_the_estimated_table_size():
 
 
 def test_a_node_estimating_part_of_the_ring_is_scaled_to_the_whole():
-    from mqforensics.cassandra_scan import splits_for
+    from mqforensics.sources.cassandra_scan import splits_for
 
     quarter = 2**62
     # This node owns a quarter of the ring, as two ranges (one wrapping around), 64 MiB in all.
@@ -60,7 +60,7 @@ def test_a_node_estimating_part_of_the_ring_is_scaled_to_the_whole():
 
 
 def test_a_bad_splits_option_is_a_config_error():
-    from mqforensics.cassandra_scan import positive_count
+    from mqforensics.sources.cassandra_scan import positive_count
 
     for bad in ("0", "-3", "many", " "):
         with pytest.raises(ConfigError, match="'splits' must be a positive integer"):

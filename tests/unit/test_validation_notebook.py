@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.james_snapshot_support import snapshot_with_a_duplicated_marker
+from tests.integration.james.james_snapshot_support import snapshot_with_a_duplicated_marker
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "validation" / "james_quality.ipynb"

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mqforensics import plot_data, widgets
 from mqforensics.demo import BUNDLED
+from mqforensics.views import plot_data, widgets
 
 
 def _image(png: bytes) -> Image.Image:
@@ -100,9 +100,9 @@ def test_heatmap_explorer_follows_the_queue_and_computes_each_view_once(james, m
 
 
 def _sharing_rows() -> list[dict]:
-    from mqforensics.notebook_sources import DATASETS
     from mqforensics.systems.cyrus import checks
     from mqforensics.systems.cyrus.audit import load
+    from mqforensics.views.notebook_sources import DATASETS
 
     db = load(DATASETS / "cyrus" / "sample" / "backend1" / "mailboxes.db")
     return checks.sharing_report(db.entries, checks.DEFAULT_ADMINS, "example.org")
@@ -126,8 +126,8 @@ def test_sharing_explorer_focuses_on_the_picked_identity() -> None:
 
 
 def test_garbage_timeline_explorer_follows_the_queue(spark) -> None:
-    from mqforensics.notebook_sources import DATASETS
     from mqforensics.systems.logqueue.state import read_state
+    from mqforensics.views.notebook_sources import DATASETS
 
     sample = DATASETS / "logqueue" / "sample"
     state = read_state(spark, [sample / "outbound", sample / "inbound"])

@@ -141,8 +141,8 @@ def audit(
 
 
 def run(args: argparse.Namespace) -> int:
-    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
+    from mqforensics.views.progress import spark_progress
 
     spark = session("mqforensics-audit-cyrus")
     with spark_progress(spark, "audit cyrus"):

@@ -14,7 +14,7 @@ from pathlib import Path
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.systems.cyrus import checks
 from mqforensics.systems.cyrus.audit import add_server_arguments
-from mqforensics.systems.james.audit import parse_instant
+from mqforensics.units import parse_instant
 
 
 def add_parser(systems: argparse._SubParsersAction) -> None:

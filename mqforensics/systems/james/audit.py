@@ -10,43 +10,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
-import re
-import shutil
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.errors import ConfigError
-from mqforensics.findings import exit_status
+from mqforensics.findings import exit_status, summarise, write_findings
+from mqforensics.units import parse_duration, parse_instant
 
 if TYPE_CHECKING:
-    import pyarrow
     from pyspark.sql import DataFrame, SparkSession
 
     from mqforensics.systems.james.state import JamesState
-
-
-def parse_instant(text: str) -> dt.datetime:
-    try:
-        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"--as-of {text!r} is not an ISO-8601 instant") from None
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
-_DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)?$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """``30s``, ``5m``, ``12h``, ``1d``, ``2w``; a bare number is days (as James's DurationParser
-    with its default unit for olderThan)."""
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ConfigError(f"duration {text!r} is not like 30s, 5m, 12h, 1d or 2w")
-    return dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "d"])
 
 
 def add_state_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,9 +90,9 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
 
 
 def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
-    from mqforensics.blob_inventory import read_james_blobs
-    from mqforensics.blobstore import S3Endpoint
-    from mqforensics.cassandra_connection import CassandraEndpoint
+    from mqforensics.sources.blob_inventory import read_james_blobs
+    from mqforensics.sources.blobstore import S3Endpoint
+    from mqforensics.sources.cassandra_connection import CassandraEndpoint
 
     if args.cassandra:
         from mqforensics.systems.james.live import LiveOptions, read_live
@@ -160,7 +134,7 @@ def load_state(spark: SparkSession, args: argparse.Namespace) -> JamesState:
 def attach_blob_listing(spark: SparkSession, state: JamesState, path: Path) -> None:
     """Give `state` the listing saved at `path` (`read_blob_listing`), read again by each check
     that needs it rather than kept (`JamesState.blobs_rereadable`)."""
-    from mqforensics import parquet_footer
+    from mqforensics.sources import parquet_footer
 
     state.blobs = read_blob_listing(spark, path)
     state.blobs_rereadable = True
@@ -169,9 +143,9 @@ def attach_blob_listing(spark: SparkSession, state: JamesState, path: Path) -> N
 
 def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:
     """A listing saved as Parquet with the `mqf_blobs` columns, with blob ids parsed."""
-    from mqforensics import parquet_footer
-    from mqforensics.blobstore import SCHEMA
     from mqforensics.errors import InputError
+    from mqforensics.sources import parquet_footer
+    from mqforensics.sources.blobstore import SCHEMA
     from mqforensics.systems.james.blob_ids import with_parsed_blob_ids
 
     if not path.exists():
@@ -194,67 +168,6 @@ def add_findings_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
-    """Write findings.parquet and findings.json atomically; return the findings as dicts."""
-    import pyarrow.parquet as pq
-
-    from mqforensics.spark import collected
-
-    out.mkdir(parents=True, exist_ok=True)
-    # Computed by one job and sorted here: findings.json holds every finding anyway, and both
-    # outputs are written from the one table (keeping it on the executors, then writing and
-    # reading it back, took two jobs more: bench/).
-    table = _sorted(collected(frame), _FINDINGS_ORDER)
-    staging = out / ".findings.parquet.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    # A directory of one part file, as Spark writes a table: readable by Spark and pandas alike.
-    pq.write_table(table, staging / "part-00000.parquet")
-    rows = []
-    for item in table.to_pylist():
-        item["observed_at"] = (
-            item["observed_at"].astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            if item["observed_at"] is not None
-            else None
-        )
-        item["detail"] = json.loads(item["detail"]) if item["detail"] else {}
-        rows.append(item)
-    json_tmp = out / ".findings.json.tmp"
-    json_tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
-    final = out / "findings.parquet"
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
-    json_tmp.replace(out / "findings.json")
-    return rows
-
-
-_FINDINGS_ORDER = ("check", "queue", "subject")
-
-
-def _sorted(table: pyarrow.Table, columns: tuple[str, ...]) -> pyarrow.Table:
-    """`table`'s rows ordered by `columns`, nulls first (as Spark sorts ascending)."""
-    import pyarrow as pa
-
-    keys = list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
-    order = sorted(range(len(keys)), key=lambda i: [(v is not None, v) for v in keys[i]])
-    return table.take(pa.array(order, pa.int64()))
-
-
-def summarise(rows: list[dict[str, Any]]) -> str:
-    """A table of findings and bytes per check and severity."""
-    counts: Counter[tuple[str, str]] = Counter()
-    size: Counter[tuple[str, str]] = Counter()
-    for r in rows:
-        counts[(r["check"], r["severity"])] += 1
-        size[(r["check"], r["severity"])] += r["bytes"] or 0
-    lines = [f"{'check':<22}{'severity':<10}{'findings':>10}{'bytes':>16}"]
-    for key, count in sorted(counts.items()):
-        lines.append(f"{key[0]:<22}{key[1]:<10}{count:>10,}{size[key]:>16,}")
-    if not rows:
-        lines.append("(no findings)")
-    return "\n".join(lines)
-
-
 def audit(spark: SparkSession, args: argparse.Namespace) -> tuple[JamesState, list[dict[str, Any]]]:
     """Read the state the options name, run the checks and write the findings to ``args.out``;
     the state stays persisted for the caller (a notebook explores it; `run` unpersists it)."""
@@ -270,8 +183,8 @@ def audit(spark: SparkSession, args: argparse.Namespace) -> tuple[JamesState, li
 
 
 def run(args: argparse.Namespace) -> int:
-    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
+    from mqforensics.views.progress import spark_progress
 
     spark = session("mqforensics-audit-james")
     with spark_progress(spark, "audit james"):

@@ -689,7 +689,7 @@ def _ascii_hashcode(name: Column, spark: SparkSession) -> Column | None:
     for the others, by generated code: Spark's HiveHash of a string is the same recurrence,
     ``h = 31 * h + c``, over its UTF-8 bytes, which are its UTF-16 chars when it is ASCII.
     None where HiveHash cannot be built (Spark Connect): `_java_hashcode` is then used."""
-    from mqforensics import jvm_columns
+    from mqforensics.sources import jvm_columns
 
     hashed = jvm_columns.hive_hash(name, spark)
     if hashed is None:

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from mqforensics.cql_types import CqlType, parse
+from mqforensics.sources.cql_types import CqlType, parse
 
 FieldParser = Callable[[str], Any]
 

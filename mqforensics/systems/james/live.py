@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
-from mqforensics.cassandra_scan import positive_count, read_table
 from mqforensics.errors import ConfigError, InputError, ServerUnavailable
+from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cluster
+from mqforensics.sources.cassandra_scan import positive_count, read_table
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import schema
 from mqforensics.systems.james.config_history import history_rows
@@ -86,7 +86,7 @@ class JamesEnqueuedSource(DataSource):
     def schema(self) -> str:
         if not self.options.get("columns"):
             return schema.ENTRIES
-        from mqforensics import cql_types
+        from mqforensics.sources import cql_types
 
         chosen = selected_columns(self.options.get("columns"))
         typed = [f"{n} {cql_types.spark_type(cql_types.parse(t))}" for n, t in chosen]
@@ -135,8 +135,8 @@ class JamesEnqueuedReader(DataSourceReader):
         from cassandra import ConsistencyLevel
         from cassandra.concurrent import execute_concurrent_with_args
 
-        from mqforensics.cassandra_scan import _worker_session
-        from mqforensics.cql_arrow import BATCH_ROWS, BatchMaker, selector
+        from mqforensics.sources.cassandra_scan import _worker_session
+        from mqforensics.sources.cql_arrow import BATCH_ROWS, BatchMaker, selector
 
         if not partition.keys:
             return

@@ -56,7 +56,7 @@ def _blob_source(args: argparse.Namespace) -> str | None:
     """Where the blob listing came from, as ``s3://bucket`` or a path: never a credential (an
     ``s3://user:secret@bucket`` URL is cut to its bucket)."""
     if getattr(args, "blobs", None):
-        from mqforensics.blobstore import Location
+        from mqforensics.sources.blobstore import Location
 
         bucket = Location.parse(args.blobs).bucket.rpartition("@")[2]
         return f"s3://{bucket}"
@@ -69,8 +69,8 @@ def _blob_source(args: argparse.Namespace) -> str | None:
 
 def plan_inputs(args: argparse.Namespace, state: JamesState) -> dict[str, Any]:
     """The plan header's `inputs`: what was read, as ``host:port`` and ``s3://bucket`` only."""
-    from mqforensics.cassandra_connection import CassandraEndpoint
     from mqforensics.retention.manifest import utc_text
+    from mqforensics.sources.cassandra_connection import CassandraEndpoint
 
     cassandra = CassandraEndpoint.parse(args.cassandra).where if args.cassandra else None
     return {

@@ -60,11 +60,11 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.blobstore import S3Endpoint, classify_s3_error
-from mqforensics.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, TargetChanged, Verdict
 from mqforensics.purge.s3_delete import delete_if_match
+from mqforensics.sources.blobstore import S3Endpoint, classify_s3_error
+from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cluster
 
 if TYPE_CHECKING:
     from mqforensics.retention.manifest import Action, Plan

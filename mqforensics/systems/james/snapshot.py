@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics import errors, parquet_footer
+from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.sources import parquet_footer
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history
 from mqforensics.systems.james.schema import (
@@ -482,7 +483,7 @@ class CqlshCsvSource(DataSource):
         header = json.loads(self.options.get("header") or "null") or [
             n for n, _ in TABLE_COLUMNS[table]
         ]
-        from mqforensics.cassandra_scan import positive_count
+        from mqforensics.sources.cassandra_scan import positive_count
 
         chunk_bytes = positive_count(
             self.options.get("chunk_bytes", str(CHUNK_BYTES)), "chunk_bytes"

@@ -22,9 +22,9 @@ def add_parser(systems: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mqforensics.progress import spark_progress
     from mqforensics.quality import render_text, report_to_json, validate
     from mqforensics.spark import session
+    from mqforensics.views.progress import spark_progress
 
     spark = session("mqforensics-validate-james")
     with spark_progress(spark, "validate james"):

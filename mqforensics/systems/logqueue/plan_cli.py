@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 from mqforensics.errors import ConfigError
-from mqforensics.systems.james.audit import parse_instant
+from mqforensics.units import parse_instant
 
 
 def add_parser(systems: argparse._SubParsersAction) -> None:

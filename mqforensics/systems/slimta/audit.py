@@ -14,9 +14,9 @@ import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import ConfigError
 from mqforensics.findings import exit_status
+from mqforensics.sources.blobstore import S3Endpoint
 from mqforensics.systems.james.audit import (
     add_findings_arguments,
     parse_duration,
@@ -134,8 +134,8 @@ def audit(spark: SparkSession, args: argparse.Namespace):  # -> (Stores, options
 
 
 def run(args: argparse.Namespace) -> int:
-    from mqforensics.progress import spark_progress
     from mqforensics.spark import session
+    from mqforensics.views.progress import spark_progress
 
     spark = session("mqforensics-audit-slimta")
     with spark_progress(spark, "audit slimta"):

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mqforensics.blobstore import Location, S3Endpoint, s3_error
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.sources.blobstore import Location, S3Endpoint, s3_error
 from mqforensics.systems.slimta import safe_pickle
 from mqforensics.systems.slimta.items import MESSAGE, OK, QUEUE_ENTRY, Item, Part
 

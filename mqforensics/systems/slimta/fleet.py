@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics.blobstore import S3Endpoint
 from mqforensics.errors import ConfigError
+from mqforensics.sources.blobstore import S3Endpoint
 from mqforensics.systems.slimta import cloud, disk, redis_store
 from mqforensics.systems.slimta.items import ITEMS, Item
 from mqforensics.systems.slimta.redis_server import RedisServer

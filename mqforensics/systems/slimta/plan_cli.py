@@ -7,9 +7,9 @@ import datetime as dt
 from pathlib import Path
 
 from mqforensics.errors import ConfigError
-from mqforensics.systems.james.audit import parse_instant
 from mqforensics.systems.slimta import checks
 from mqforensics.systems.slimta.audit import add_store_arguments, parse_count, stores_of
+from mqforensics.units import parse_instant
 
 
 def add_parser(systems: argparse._SubParsersAction) -> None:

@@ -52,7 +52,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mqforensics.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.engine import Operations, TargetChanged, Verdict
 from mqforensics.purge.held_unlink import (
@@ -64,6 +63,7 @@ from mqforensics.purge.held_unlink import (
 )
 from mqforensics.purge.s3_delete import delete_if_match, error_code
 from mqforensics.retention.manifest import Action, Plan
+from mqforensics.sources.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.systems.slimta.digests import hash_fields_digest
 from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX
 from mqforensics.systems.slimta.planner import (

@@ -1,0 +1,59 @@
+"""Parsers of the values options and policies share: instants, durations, byte counts, counts.
+
+Each raises `ConfigError` naming what was wrong, so an option's type converter fails as one line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+
+from mqforensics.errors import ConfigError
+
+_DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)?$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_instant(text: str) -> dt.datetime:
+    """An ISO-8601 instant (``2026-11-22T02:30:00Z``); a value without a zone is UTC."""
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--as-of {text!r} is not an ISO-8601 instant") from None
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``30s``, ``5m``, ``12h``, ``1d``, ``2w``; a bare number is days (as James's DurationParser
+    with its default unit for olderThan)."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ConfigError(f"duration {text!r} is not like 30s, 5m, 12h, 1d or 2w")
+    return dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "d"])
+
+
+def counter(option: str, what: str = "a count") -> Callable[[str], int]:
+    """A converter of a non-negative integer for `option` (its errors name the option)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ConfigError(f"{option} {text!r} is not {what}")
+        return value
+
+    return parse
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def utc_text(value: dt.datetime) -> str:
+    """``2026-11-22T02:30:00Z``; a naive datetime is taken as UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,296 @@
+"""The James audit on generated states loaded into the real Cassandra and SeaweedFS.
+
+Every check must return exactly the planted findings (the generator's ground truth), through
+the live reader in both modes (slice enumeration and token-range scan).
+
+S3 sets an object's LastModified to its upload time, so the generator's planted object ages do
+not survive the upload: the state is generated as of one day after now, every uploaded object is
+then older than the one-hour grace, and the "young" orphans (which the ground truth says must not
+be reported when their age is kept) are expected as orphans too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import uuid
+
+import pytest
+
+from datasets.james import generate as gen
+from datasets.james.load import load_into_cassandra, load_into_s3, unload
+from mqforensics.cli import main
+from mqforensics.services import seaweedfs
+from mqforensics.systems.james.config_history import history_rows
+
+pytestmark = pytest.mark.integration
+
+ANOMALIES = gen.AnomalyCounts(
+    pinned_browse_start=1,
+    lagging_browse_start=1,
+    empty_queue_old_browse_start=1,
+    invisible_mails=2,
+    stuck_mails=2,
+    orphaned_blobs=3,
+    young_orphaned_blobs=1,
+    dangling_blob_refs=2,
+    bucket_mismatches=2,
+    slice_mismatches=2,
+    config_violations=1,
+)
+CASES = {
+    "v4-passthrough": ("v4", "passthrough", {"unreclaimed_partitions": 2,
+                                             "cleanup_pending_partitions": 1}),
+    "v3-deduplication": ("v3", "deduplication", {"never_cleaned_partitions": 2}),
+}  # fmt: skip
+
+
+def spec_for(case: str) -> gen.GenerationSpec:
+    version, strategy, extra = CASES[case]
+    as_of = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).replace(
+        minute=0, second=0, microsecond=0
+    )
+    return gen.GenerationSpec(
+        seed=7,
+        table_version=version,
+        blob_strategy=strategy,
+        queues=("spool", "outgoing", "bounces", "relay"),
+        as_of=as_of,
+        normal_mails=300,
+        anomalies=dataclasses.replace(ANOMALIES, **extra),
+    )
+
+
+def expected_findings(state: gen.GeneratedState) -> set[tuple]:
+    truth = {(f["check"], f["severity"], f["queue"], f["subject"]) for f in state.ground_truth}
+    young = {p["subject"] for p in state.planted if p["anomaly"] == "young_orphaned_blob"}
+    assert young, "the case plants a young orphan"
+    return truth | {("orphaned_blob", "info", None, key) for key in young}
+
+
+def unreachable_by_enumeration(state: gen.GeneratedState) -> set[str]:
+    """Subjects (enqueueIds, partitions) of rows slice enumeration cannot read: off the grid of
+    the smallest window, beyond the largest bucket count, or older than 7 days before the
+    queue's earliest browse/content start (docs/james.md, Readers)."""
+    history = history_rows(state.event_store, "eventstore")
+    window = min(h[1] for h in history)
+    buckets = max(h[2] for h in history)
+    starts: dict[str, int] = {}
+    for row in [*state.browse_start, *state.content_start]:
+        value = row.get("browsestart") or row.get("contentstart")
+        epoch = int(value.timestamp())
+        starts[row["queuename"]] = min(starts.get(row["queuename"], epoch), epoch)
+    end = int(state.as_of.timestamp())
+    subjects = set()
+    for row in state.entries:
+        trs = row["timerangestart"].timestamp()
+        first = (starts[row["queuename"]] - 7 * 86400) // window * window
+        reachable = (
+            trs == int(trs) and int(trs) % window == 0 and 0 <= row["bucketid"] < buckets
+            and first <= trs <= end
+        )  # fmt: skip
+        if not reachable:
+            subjects.add(row["enqueueid"])
+            subjects.add(gen.partition_subject(row["queuename"], int(trs), row["bucketid"]))
+    return subjects
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def loaded(request, cassandra_endpoint, s3):
+    state = gen.generate(spec_for(request.param))
+    endpoint = cassandra_endpoint
+    keyspace = f"james_audit_{uuid.uuid4().hex[:8]}"
+    bucket = f"james-audit-{uuid.uuid4().hex[:8]}"
+    s3_endpoint = seaweedfs.s3_endpoint(s3)
+    load_into_cassandra(state, endpoint, keyspace)
+    load_into_s3(state, s3_endpoint, bucket)
+    yield state, keyspace, bucket
+    unload(state, endpoint, s3_endpoint, keyspace, bucket)
+
+
+@pytest.fixture
+def environment(monkeypatch, cassandra, s3):
+    monkeypatch.setenv("MQF_CASSANDRA_USERNAME", cassandra["username"])
+    monkeypatch.setenv("MQF_CASSANDRA_PASSWORD", cassandra["password"])
+    monkeypatch.setenv("MQF_S3_ENDPOINT", s3["endpoint"])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3["access_key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3["secret_key"])
+    monkeypatch.setenv("AWS_DEFAULT_REGION", s3["region"])
+    return f"{cassandra['host']}:{cassandra['port']}"
+
+
+@pytest.mark.parametrize("mode", [[], ["--scan"]], ids=["enumerate", "scan"])
+def test_live_audit_finds_exactly_the_planted_anomalies(
+    spark, loaded, environment, tmp_path, mode, capsys
+):
+    state, keyspace, bucket = loaded
+    status = main([
+        "audit", "james", "--cassandra", environment, "--keyspace", keyspace,
+        "--blobs", f"s3://{bucket}", "--out", str(tmp_path),
+        "--as-of", state.as_of.strftime("%Y-%m-%dT%H:%M:%SZ"), *mode,
+    ])  # fmt: skip
+    rows = json.loads((tmp_path / "findings.json").read_text())
+    found = {(r["check"], r["severity"], r["queue"], r["subject"]) for r in rows}
+    expected = expected_findings(state)
+    if not mode:
+        hidden = unreachable_by_enumeration(state)
+        assert hidden, "the case plants rows only a full scan can see"
+        expected = {f for f in expected if f[3] not in hidden}
+    assert sorted(found - expected, key=str) == []
+    assert sorted(expected - found, key=str) == []
+    assert len(rows) == len(found)
+    assert status == 1  # errors (stuck, invisible, dangling, config) were found
+    out = capsys.readouterr().out
+    assert f"keyspace {keyspace}" in out
+    assert ("scan" if mode else "enumerate") in out
+
+
+def test_wrong_keyspace_and_credentials_are_one_line_errors(spark, environment, tmp_path,
+                                                            capsys, monkeypatch):  # fmt: skip
+    base = ["audit", "james", "--cassandra", environment, "--out", str(tmp_path)]
+    assert main([*base, "--keyspace", "no_such_keyspace"]) == 2
+    assert "InputError: keyspace 'no_such_keyspace' does not exist" in capsys.readouterr().err
+    monkeypatch.setenv("MQF_CASSANDRA_PASSWORD", "wrong")
+    assert main([*base, "--keyspace", "system"]) == 2
+    err = capsys.readouterr().err
+    assert "AuthenticationFailed: Cassandra at" in err and "wrong" not in err
+    assert not (tmp_path / "findings.json").exists()
+
+
+def test_a_keyspace_without_james_tables_is_named(spark, environment, tmp_path, capsys):
+    base = ["audit", "james", "--cassandra", environment, "--out", str(tmp_path)]
+    assert main([*base, "--keyspace", "system_auth"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mqforensics: error: InputError: keyspace 'system_auth' at ")
+    assert "no table enqueuedmailsv4 or enqueuedmailsv3, deletedmailsv2, browsestart" in err
+
+
+def test_audit_of_a_real_cqlsh_export_finds_exactly_the_planted_anomalies(
+    spark, loaded, environment, cqlsh, tmp_path
+):
+    state, keyspace, bucket = loaded
+    export = tmp_path / "export"
+    export.mkdir()
+    tables = [state.enqueued_table, "deletedmailsv2", "browsestart", "eventstore"]
+    if state.table_version == "v4":
+        tables.append("contentstart")
+    cqlsh("; ".join(
+        f"COPY {keyspace}.{table} TO '{export / table}.csv' WITH HEADER=true" for table in tables
+    ))  # fmt: skip
+    out = tmp_path / "out"
+    status = main([
+        "audit", "james", "--snapshot", str(export), "--blobs", f"s3://{bucket}",
+        "--out", str(out), "--as-of", state.as_of.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    ])  # fmt: skip
+    rows = json.loads((out / "findings.json").read_text())
+    found = {(r["check"], r["severity"], r["queue"], r["subject"]) for r in rows}
+    expected = expected_findings(state)  # an export holds every row, like a full scan
+    assert sorted(found - expected, key=str) == []
+    assert sorted(expected - found, key=str) == []
+    assert status == 1
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        ("queuename", "timerangestart", "bucketid", "enqueueid"),  # getSize's: only ids fetched
+        ("enqueueid", "bucketid", "sender", "queuename"),  # key columns out of table order
+        ("bucketid",),  # nothing but key columns: one row per mail all the same
+    ],
+    ids=["key-columns", "reordered", "key-only"],
+)
+def test_a_narrow_enumerated_read_is_the_projection_of_the_full_one(
+    spark, loaded, cassandra_endpoint, columns
+):
+    """Only non-key columns are fetched (the key comes from the query), uuids come as text:
+    the rows must be exactly those of the full read, column for column."""
+    from mqforensics.systems.james.live import LiveOptions, read_live
+
+    state, keyspace, _ = loaded
+    full = read_live(spark, cassandra_endpoint, LiveOptions(keyspace=keyspace), as_of=state.as_of)
+    narrow = read_live(
+        spark, cassandra_endpoint, LiveOptions(keyspace=keyspace, columns=columns),
+        as_of=state.as_of,
+    )  # fmt: skip
+    assert narrow.entries.columns == [*columns, "table_version"]
+    expected = full.entries.select(*columns, "table_version").collect()
+    got = narrow.entries.collect()
+    assert len(got) == len(expected) > 0
+    assert sorted(map(tuple, got), key=repr) == sorted(map(tuple, expected), key=repr)
+    assert {r.table_version for r in got} == {state.table_version}
+    if "enqueueid" in columns:
+        ids = {r.enqueueid for r in got}
+        assert all(str(uuid.UUID(i)) == i for i in ids)  # canonical lowercase text
+        assert ids <= {row["enqueueid"] for row in state.entries}
+
+
+def test_a_read_paged_within_partitions_has_every_row_once(spark, loaded, cassandra_endpoint):
+    """Partitions longer than a page are read page after page: two rows a page must give the
+    same rows as the default page."""
+    state, keyspace, _ = loaded
+    history = history_rows(state.event_store, "eventstore")
+    first = min(int(r["timerangestart"].timestamp()) for r in state.entries)
+    ranges = {q: [first, int(state.as_of.timestamp())] for q in state.spec.queues}
+
+    def read(**extra):
+        reader = spark.read.format("mqf_james_enqueued")
+        options = {
+            **cassandra_endpoint.to_options(), "keyspace": keyspace,
+            "table": state.enqueued_table, "ranges": json.dumps(ranges),
+            "window": str(min(h[1] for h in history)),
+            "bucket_count": str(max(h[2] for h in history)),
+            "columns": "queuename,timerangestart,bucketid,enqueueid,name", **extra,
+        }  # fmt: skip
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return sorted(map(tuple, reader.load().collect()), key=repr)
+
+    paged, whole = read(page_size="2"), read()
+    assert paged == whole
+    longest = max(sum(1 for r in whole if r[:3] == key[:3]) for key in whole)
+    assert longest > 2, "some partition spans several pages"
+    assert len({r[3] for r in paged}) == len(paged)
+
+
+def browse_sizes(state: gen.GeneratedState) -> dict[str, int]:
+    """getSize by James's algorithm on the generated rows: per queue, the partitions from
+    browseStart to the slice of as_of on the latest window and buckets, minus marked mails."""
+    _eventid, window, buckets, _pace = history_rows(state.event_store, "eventstore")[-1]
+    last = int(state.as_of.timestamp()) // window * window
+    deleted = {(d["queuename"], d["enqueueid"]) for d in state.deleted}
+    sizes = {}
+    for row in state.browse_start:
+        queue, start = row["queuename"], int(row["browsestart"].timestamp())
+        visited = {(queue, s, b) for s in range(start, last + 1, window) for b in range(buckets)}
+        sizes[queue] = sum(
+            1
+            for e in state.entries
+            if (e["queuename"], e["timerangestart"].timestamp(), e["bucketid"]) in visited
+            and (queue, e["enqueueid"]) not in deleted
+        )
+    return sizes
+
+
+def test_a_browse_only_read_holds_what_james_browses(spark, loaded, cassandra_endpoint):
+    """getSize's read: only the partitions James's browse visits (latest window and buckets,
+    from each browseStart), no separate scan of blob references, and James's sizes."""
+    from mqforensics.systems.james import browse
+    from mqforensics.systems.james.live import LiveOptions, read_live
+
+    state, keyspace, _ = loaded
+    _eventid, window, buckets, _pace = history_rows(state.event_store, "eventstore")[-1]
+    options = LiveOptions(keyspace=keyspace, columns=browse.SIZE_COLUMNS, from_browse_start=True)
+    read = read_live(spark, cassandra_endpoint, options, as_of=state.as_of)
+    assert read.blob_references is None and read.references_complete is False
+    starts = {r["queuename"]: r["browsestart"].timestamp() for r in state.browse_start}
+    rows = read.entries.collect()
+    assert rows
+    for r in rows:
+        epoch = r.timerangestart.replace(tzinfo=dt.UTC).timestamp()
+        assert epoch % window == 0 and 0 <= r.bucketid < buckets
+        assert epoch >= starts[r.queuename] // window * window
+    sizes = browse.live_sizes(spark, cassandra_endpoint, keyspace=keyspace, as_of=state.as_of)
+    expected = browse_sizes(state)
+    assert {r.queuename: r.size for r in sizes.collect()} == expected
+    assert sum(expected.values()) > 0

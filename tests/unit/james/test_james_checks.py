@@ -1,0 +1,438 @@
+"""James checks on a tiny hand-built state: each planted row, and exactly its findings."""
+
+import datetime as dt
+import json
+import uuid
+
+import pytest
+
+from mqforensics.errors import InputError
+from mqforensics.systems.james import schema
+from mqforensics.systems.james.checks import AuditOptions, run_checks
+from mqforensics.systems.james.java_hash import bucket_id
+from mqforensics.systems.james.state import JamesState
+
+UTC = dt.UTC
+AS_OF = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def at(day: int, hour: int, minute: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 11, day, hour, minute, tzinfo=UTC)
+
+
+class Builder:
+    def __init__(self):
+        self.entries, self.deleted, self.blobs = [], [], []
+        self.counter = 0
+
+    def mail(
+        self,
+        queue,
+        trs,
+        enqueued,
+        *,
+        consumed=False,
+        bucket=None,
+        blobs=True,
+        missing_body=False,
+        sender="alice@example.org",
+        recipients=("bob@example.com",),
+        header=None,
+        body=None,
+        name=None,
+    ):
+        self.counter += 1
+        ident = str(uuid.UUID(int=self.counter))
+        if name is None:
+            name = f"Mail{1_700_000_000_000 + self.counter}-abcdefghijklmnopqrst"
+        header, body = header or f"h-{ident}", body or f"b-{ident}"
+        self.entries.append((
+            queue, trs, bucket_id(name, 1) if bucket is None else bucket, ident, enqueued, name,
+            "root", header, body, {"k": b"v"}, None, sender, list(recipients), "host", "10.0.0.1",
+            None, [(recipients[0], "X-H", "1")], "v4",
+        ))  # fmt: skip
+        if consumed:
+            self.deleted.append((queue, ident))
+        if blobs:
+            self.blob(header, 100, at(1, 0))
+            if not missing_body:
+                self.blob(body, 1000, at(1, 0))
+        return ident
+
+    def blob(self, key, size, modified):
+        self.blobs.append(("default", key, size, modified, None, None, "passthrough", None, None,
+                           None))  # fmt: skip
+
+    def state(self, spark, browse, content, history, with_blobs=True):
+        return JamesState(
+            entries=spark.createDataFrame(self.entries, schema.ENTRIES),
+            deleted=spark.createDataFrame(self.deleted, schema.DELETED),
+            browse_start=spark.createDataFrame(list(browse.items()), schema.BROWSE_START),
+            content_start=spark.createDataFrame(list(content.items()), schema.CONTENT_START),
+            config_history=spark.createDataFrame(history, schema.CONFIG_HISTORY),
+            blobs=spark.createDataFrame(self.blobs, schema.BLOBS) if with_blobs else None,
+            as_of=AS_OF,
+        )
+
+
+HISTORY = [(0, 7200, 1, 1000), (1, 3600, 1, 1000)]
+
+
+@pytest.fixture(scope="module")
+def planted(spark):
+    b = Builder()
+    ids = {}
+    # spool: contentStart 08:00, browseStart 10:00 (today).
+    ids["before_content"] = b.mail("spool", at(21, 6), at(21, 6, 5), consumed=True, blobs=False)
+    ids["pending"] = b.mail("spool", at(21, 9), at(21, 9, 5), consumed=True, blobs=False)
+    ids["invisible"] = b.mail("spool", at(21, 8), at(21, 8, 5))
+    ids["fine"] = b.mail("spool", at(21, 10), at(21, 10, 5))
+    ids["wrong_bucket"] = b.mail("spool", at(21, 11), at(21, 11, 1), bucket=3)
+    ids["misaligned"] = b.mail("spool", at(21, 10, 30), at(21, 10, 31), consumed=True,
+                               blobs=False)  # fmt: skip
+    ids["dangling"] = b.mail("spool", at(21, 11), at(21, 11, 2), missing_body=True)
+    # outgoing: no contentStart (never cleaned), browseStart 11.5 days old, pinned by a stuck mail.
+    ids["never_cleaned"] = b.mail("outgoing", at(9, 0), at(9, 0, 1), consumed=True, blobs=False)
+    ids["stuck"] = b.mail("outgoing", at(10, 0), at(10, 0, 10))
+    # bounces: empty queue with an old browseStart; a consumed mail after it is fine.
+    ids["bounced"] = b.mail("bounces", at(15, 0), at(15, 0, 3), consumed=True, blobs=False)
+    b.blob("orphan-old", 4242, at(20, 0))
+    b.blob("orphan-young", 7, at(21, 11, 30))  # inside the one-hour grace: not reported
+    state = b.state(
+        spark,
+        browse={"spool": at(21, 10), "outgoing": at(10, 0), "bounces": at(1, 0)},
+        content={"spool": at(21, 8)},
+        history=HISTORY,
+    )
+    return state, ids
+
+
+def by_check(frame):
+    rows = frame.collect()
+    result = {}
+    for row in rows:
+        result.setdefault(row.check, {})[row.subject] = row
+    return result
+
+
+@pytest.fixture(params=["broadcast", "shuffled"])
+def live_keys_sent(request, monkeypatch):
+    """Both ways the audit meets view rows with the live keys: sent to every task (one pass,
+    the marked rows singled out by the rollup) or shuffled (a marking pass of their own)."""
+    from mqforensics.systems.james import checks
+
+    if request.param == "shuffled":
+        monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
+    return request.param
+
+
+@pytest.fixture(params=["kept", "read again"])
+def early_rows(request, monkeypatch):
+    """Both ways `unreclaimed_slice` meets the rows of partitions before a queue's starts: kept
+    by the marking pass with their addresses, or (too many of them) read again from the view."""
+    from mqforensics.systems.james import checks
+
+    if request.param == "read again":
+        monkeypatch.setattr(checks, "KEPT_EARLY_ROWS", 0)
+    return request.param
+
+
+def test_every_planted_row_gives_exactly_its_findings(planted, live_keys_sent, early_rows):
+    state, ids = planted
+    found = by_check(run_checks(state))
+    subjects = {check: sorted(rows) for check, rows in found.items()}
+    assert subjects == {
+        "unreclaimed_slice": sorted([
+            "spool/2026-11-21T06:00:00Z/0", "spool/2026-11-21T09:00:00Z/0",
+            "outgoing/2026-11-09T00:00:00Z/0",
+        ]),
+        "stale_browse_start": ["bounces", "outgoing"],
+        "invisible_mail": [ids["invisible"]],
+        "stuck_mail": [ids["stuck"]],
+        "orphaned_blob": ["orphan-old"],
+        "dangling_blob_ref": [ids["dangling"]],
+        "bucket_mismatch": [ids["wrong_bucket"]],
+        "slice_mismatch": [ids["misaligned"]],
+        "config_advice": ["bounces", "outgoing", "spool"],
+    }  # fmt: skip
+    unreclaimed = found["unreclaimed_slice"]
+    reasons = {s: json.loads(r.detail)["reason"] for s, r in unreclaimed.items()}
+    assert reasons == {
+        "spool/2026-11-21T06:00:00Z/0": "before_content_start",
+        "spool/2026-11-21T09:00:00Z/0": "cleanup_pending",
+        "outgoing/2026-11-09T00:00:00Z/0": "never_cleaned",
+    }
+    assert unreclaimed["spool/2026-11-21T09:00:00Z/0"].severity == "info"
+    stale = {s: json.loads(r.detail) for s, r in found["stale_browse_start"].items()}
+    assert stale["outgoing"]["reason"] == "pinned"
+    assert stale["outgoing"]["pinning"] == [ids["stuck"]]
+    assert stale["bounces"]["reason"] == "queue_empty"
+    stuck = json.loads(found["stuck_mail"][ids["stuck"]].detail)
+    assert stuck["republish"] == (
+        "POST /mailQueues/outgoing?action=RepublishNotProcessedMails&olderThan=1d"
+    )
+    assert stuck["visible"] is True
+    assert json.loads(found["dangling_blob_ref"][ids["dangling"]].detail)["missing"] == [
+        f"b-{ids['dangling']}"
+    ]
+    orphan = found["orphaned_blob"]["orphan-old"]
+    assert (orphan.severity, orphan.bytes) == ("info", 4242)
+    assert json.loads(orphan.detail)["deletable"] is False  # reference set not known complete
+
+
+def test_unreclaimed_slice_counts_exact_bytes_and_addresses(planted, live_keys_sent, early_rows):
+    state, ids = planted
+    found = by_check(run_checks(state, only=["unreclaimed_slice"]))
+    detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
+    name = f"Mail{1_700_000_000_000 + 1}-abcdefghijklmnopqrst"
+    # name, state, sender, remotehost, remoteaddr, two blob ids, one recipient, one header
+    # tuple, one attribute (key + value), and 16 for the enqueueId.
+    ident = ids["before_content"]
+    expected = (
+        len(name) + len("root") + len("alice@example.org") + len("host") + len("10.0.0.1")
+        + len(f"h-{ident}") + len(f"b-{ident}") + len("bob@example.com")
+        + len("bob@example.com") + len("X-H") + len("1") + len("k") + len("v") + 16
+    )  # fmt: skip
+    assert detail["metadata_bytes"] == expected
+    assert detail["addresses"] == 2
+    assert detail["rows"] == 1 and detail["live_rows"] == 0
+    assert detail["blob_bytes"] == 0  # its blobs were deleted at dequeue (passthrough)
+
+
+def test_shared_and_gone_blobs_are_counted_once_and_never_called_orphans(
+    spark, live_keys_sent, early_rows
+):
+    b = Builder()
+    # A never-cleaned partition of two consumed mails sharing a header blob listed twice (the
+    # larger size counts), one body listed, the other gone.
+    b.mail("spool", at(21, 6), at(21, 6, 1), consumed=True, blobs=False, header="shared",
+           body="body-1")  # fmt: skip
+    b.mail("spool", at(21, 6), at(21, 6, 2), consumed=True, blobs=False, header="shared",
+           body="body-2", sender="carol@example.net")  # fmt: skip
+    b.blob("shared", 10, at(1, 0))
+    b.blob("shared", 30, at(1, 0))
+    b.blob("body-1", 100, at(1, 0))
+    # A consumed mail after browseStart (no row of it is kept) whose blobs are still listed:
+    # referenced, so not orphans.
+    b.mail("spool", at(21, 10), at(21, 10, 1), consumed=True, header="kept-h", body="kept-b")
+    # A live mail whose two blobs are gone: both missing, header first.
+    gone = b.mail("spool", at(21, 11), at(21, 11, 1), blobs=False)
+    b.blob("lonely", 5, at(1, 0))
+    state = b.state(spark, browse={"spool": at(21, 10)}, content={}, history=HISTORY)
+    checks = ["unreclaimed_slice", "orphaned_blob", "dangling_blob_ref"]
+    found = by_check(run_checks(state, only=checks))
+    assert {c: sorted(rows) for c, rows in found.items()} == {
+        "unreclaimed_slice": ["spool/2026-11-21T06:00:00Z/0"],
+        "orphaned_blob": ["lonely"],
+        "dangling_blob_ref": [gone],
+    }
+    detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
+    assert (detail["reason"], detail["rows"], detail["live_rows"]) == ("never_cleaned", 2, 0)
+    assert detail["blob_bytes"] == 30 + 100
+    assert detail["addresses"] == 3  # alice, carol, bob
+    assert found["orphaned_blob"]["lonely"].bytes == 5
+    missing = json.loads(found["dangling_blob_ref"][gone].detail)["missing"]
+    assert missing == [f"h-{gone}", f"b-{gone}"]
+
+
+def test_complete_references_make_passthrough_orphans_deletable(planted):
+    state, _ = planted
+    options = AuditOptions(references_complete=True)
+    row = run_checks(state, options, only=["orphaned_blob"]).collect()[0]
+    assert row.severity == "warning"
+    assert json.loads(row.detail)["deletable"] is True
+
+
+def test_without_blobs_no_blob_checks_run(planted, spark):
+    state, _ = planted
+    state = JamesState(**{**state.__dict__, "blobs": None})
+    found = by_check(run_checks(state))
+    assert "orphaned_blob" not in found and "dangling_blob_ref" not in found
+    detail = json.loads(found["unreclaimed_slice"]["spool/2026-11-21T06:00:00Z/0"].detail)
+    assert detail["blob_bytes"] is None
+
+
+def test_config_history_violations(spark, planted):
+    state, _ = planted
+    bad = [(0, 3600, 4, 1000), (1, 7200, 4, 1000), (2, 7200, 2, 1000), (3, 1800, 2, 1000)]
+    state = JamesState(
+        **{**state.__dict__, "config_history": spark.createDataFrame(bad, schema.CONFIG_HISTORY)}
+    )
+    rows = {r.subject: json.loads(r.detail) for r in
+            run_checks(state, only=["config_violation"]).collect()}  # fmt: skip
+    assert sorted(rows) == ["eventid 1", "eventid 2"]
+    assert rows["eventid 1"]["problems"] == [
+        "sliceWindow 3600s -> 7200s: may only shrink to a divisor"
+    ]
+    assert rows["eventid 2"]["problems"] == ["bucketCount 4 -> 2: may only grow"]
+
+
+def test_advice_follows_the_peak_rate(spark):
+    b = Builder()
+    # 50 mails in one hour on spool, in two buckets and two half-hour slices (the hour's
+    # partitions add up), and 30 in the hour before.
+    for minute in range(50):
+        slice_start = at(21, 10, 30 if minute >= 30 else 0)
+        b.mail("spool", slice_start, at(21, 10, minute), bucket=minute % 2)
+    for minute in range(30):
+        b.mail("spool", at(21, 9), at(21, 9, minute), bucket=minute % 2)
+    state = b.state(spark, {"spool": at(21, 9)}, {"spool": at(21, 9)}, [(0, 3600, 2, 1000)])
+    detail = json.loads(run_checks(state, only=["config_advice"]).collect()[0].detail)
+    assert detail["peak_mails_per_hour"] == 50
+    assert detail["recommended_slice_window_seconds"] == 3600  # 50/h fits one slice easily
+    assert detail["recommended_update_browse_start_pace"] == 50
+
+
+def test_no_configuration_is_an_input_error(spark, planted):
+    state, _ = planted
+    state = JamesState(
+        **{**state.__dict__, "config_history": spark.createDataFrame([], schema.CONFIG_HISTORY)}
+    )
+    with pytest.raises(InputError, match="no CassandraMailQueueViewConfiguration event"):
+        run_checks(state)
+
+
+@pytest.mark.parametrize("broadcast_rows", [1_000_000, 0])
+def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_rows):
+    """Whether the live keys are sent to every task or shuffled, the rows without a marker:
+    a key's fingerprint tells its two parts apart."""
+    from mqforensics.systems.james import checks
+
+    monkeypatch.setattr(checks, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
+    b = Builder()
+    stuck = b.mail("outgoing", at(10, 0), at(10, 0, 10))
+    consumed = b.mail("spool", at(21, 9), at(21, 9, 5), consumed=True)
+    twice = b.mail("spool", at(21, 9), at(21, 9, 6), consumed=True)
+    other_queue = b.mail("outgoing", at(21, 10), at(21, 10, 1))
+    keyless = b.mail("spool", at(21, 10), at(21, 10, 2))
+    b.entries = [e if e[3] != keyless else (*e[:3], None, *e[4:]) for e in b.entries]
+    # A duplicated marker, and a marker for the same id in another queue: it is not that one's.
+    # Neither is a marker whose queue and id, run together, spell another key's, nor a marker
+    # with a null id (the keyless row has no marker: it is live).
+    b.deleted += [("spool", twice), ("spool", other_queue), ("outgoin", "g" + stuck)]
+    b.deleted += [("outgoing" + stuck[:-1], stuck[-1]), ("spool", None)]
+    state = b.state(spark, {"spool": at(21, 8), "outgoing": at(10, 0)}, {"spool": at(21, 8)},
+                    HISTORY)  # fmt: skip
+    ctx = checks.Context(state, AuditOptions(), checks.config_events(state))
+    live = ctx.live.collect()
+    expected = {r.enqueueid for r in checks.classify(state).where("NOT consumed").collect()}
+    assert sorted(r.enqueueid or "" for r in live) == sorted(e or "" for e in expected)
+    assert sorted(r.enqueueid or "" for r in live) == sorted(["", stuck, other_queue])
+    assert consumed not in expected
+    starts = {r.enqueueid: (r.browsestart, r.contentstart) for r in live}
+    naive = {k: tuple(v and v.replace(tzinfo=None) for v in pair) for k, pair in starts.items()}
+    assert naive[stuck] == (at(10, 0).replace(tzinfo=None), None)
+    assert naive[None] == (at(21, 8).replace(tzinfo=None),) * 2
+
+
+def test_classify_marks_consumed_rows_of_a_view_made_of_several_frames(spark, planted):
+    from mqforensics.systems.james.checks import classify
+
+    state, ids = planted
+    rows = state.entries.collect()
+    halves = [spark.createDataFrame(part, schema.ENTRIES) for part in (rows[:4], rows[4:])]
+    union = JamesState(**{**state.__dict__, "entries": halves[0].unionByName(halves[1])})
+    classified = classify(union).collect()
+    assert classified[0].asDict().keys() == {
+        **{c: None for c in state.entries.columns}, "consumed": None, "browsestart": None,
+        "contentstart": None,
+    }.keys()  # fmt: skip
+    consumed = {r.enqueueid for r in classified if r.consumed}
+    assert consumed == {r.enqueueid for r in state.deleted.collect()}
+    assert len(classified) == len(rows) and ids["stuck"] not in consumed
+
+
+def test_the_rollup_adds_up_to_every_partition_and_every_hour(spark, planted):
+    """Its groups add up to each partition's rows (unreclaimed_slice) and to each queue's
+    mails per hour of enqueue (config_advice)."""
+    from pyspark.sql import functions as F
+
+    from mqforensics.systems.james import checks
+
+    state, _ = planted
+    rollup = checks.partition_rollup(state)
+    totals = rollup.groupBy(*checks.PARTITION).agg(F.sum("rows"))
+    expected = state.entries.groupBy(*checks.PARTITION).agg(F.count(F.lit(1)))
+    assert sorted(map(tuple, totals.collect())) == sorted(map(tuple, expected.collect()))
+    hourly = rollup.groupBy("queuename", "hour").agg(F.sum("rows"))
+    counted = state.entries.groupBy(
+        "queuename", F.date_trunc("hour", "enqueuedtime").alias("hour")
+    ).count()
+    assert sorted(map(tuple, hourly.collect())) == sorted(map(tuple, counted.collect()))
+    assert len(totals.collect()) > 1 and len(hourly.collect()) > 1
+
+
+NAMES = [
+    "Mail1700000000001-abc", "", "a", "x" * 300, "\x00\x01\x7f control", "Mail-é-ünïcödé",
+    "Mail-😀-surrogates", "名前", "~!@#$%^&*()_+{}|:<>?",
+]  # fmt: skip
+
+
+def test_names_are_hashed_as_java_does_ascii_ones_by_generated_code(spark):
+    """HiveHash's recurrence over UTF-8 bytes is String.hashCode's over UTF-16 chars for ASCII
+    names; the others are left to Java's own hash (null here)."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from mqforensics.systems.james import checks
+    from mqforensics.systems.james.java_hash import java_string_hashcode
+
+    rng = random.Random(7)
+    names = NAMES + ["".join(chr(rng.randrange(128)) for _ in range(rng.randrange(1, 80)))
+                     for _ in range(500)]  # fmt: skip
+    frame = spark.createDataFrame([(n,) for n in names] + [(None,)], "name string")
+    hashed = checks._ascii_hashcode(F.col("name"), spark)
+    assert hashed is not None
+    got = dict(frame.select("name", hashed.alias("hash")).collect())
+    expected = {n: java_string_hashcode(n) if n.isascii() else None for n in names}
+    assert got == {**expected, None: None}
+    assert sum(v is None for v in expected.values()) == 3
+
+
+@pytest.mark.parametrize("hashing", ["generated", "reflect"])
+def test_buckets_are_judged_by_javas_hash_of_every_name(spark, monkeypatch, hashing):
+    """ASCII names hashed by generated code, the others by Java's own String.hashCode, and every
+    name by Java's when no JVM is at hand (Spark Connect): the same rows are in a wrong bucket,
+    live or consumed."""
+    from mqforensics.sources import jvm_columns
+
+    if hashing == "reflect":
+        monkeypatch.setattr(jvm_columns, "hive_hash", lambda column, spark: None)
+    b = Builder()
+    wrong = set()
+    for i, name in enumerate(NAMES):
+        right = bucket_id(name, 4)
+        b.mail("spool", at(21, 10), at(21, 10, 1), name=name, bucket=right, consumed=i % 2 == 0)
+        # Neither the bucket under 4 buckets nor bucket 0 (every name's under 1 bucket).
+        other = next(x for x in (1, 2, 3) if x != right)
+        wrong.add(b.mail("spool", at(21, 10), at(21, 10, 2), name=name, bucket=other,
+                         consumed=i % 2 == 1))  # fmt: skip
+        b.mail("spool", at(21, 10), at(21, 10, 3), name=name, bucket=0, consumed=True)
+    history = [(0, 3600, 1, 1000), (1, 3600, 4, 1000)]
+    state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 10)}, history)
+    found = by_check(run_checks(state, only=["bucket_mismatch"]))
+    assert set(found["bucket_mismatch"]) == wrong
+    assert len(wrong) == len(NAMES)
+
+
+def test_counts_not_observed_are_counted(planted, monkeypatch):
+    """Spark Connect reports no observation for a checkpoint: the audit counts by jobs then,
+    and finds the same."""
+    from pyspark.sql import Observation
+
+    from mqforensics.systems.james import checks
+
+    state, _ = planted
+    observed = sorted(map(tuple, run_checks(state).collect()))
+
+    class Unreported(Observation):
+        @property
+        def get(self):
+            return {}
+
+    monkeypatch.setattr(checks, "Observation", Unreported)
+    assert sorted(map(tuple, run_checks(state).collect())) == observed
+    monkeypatch.setattr(checks, "KEPT_EARLY_ROWS", 0)
+    monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
+    assert sorted(map(tuple, run_checks(state).collect())) == observed
