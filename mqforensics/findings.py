@@ -12,7 +12,7 @@ import hashlib
 import json
 import shutil
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +84,8 @@ def union_all(spark: SparkSession, frames: Iterable[DataFrame]) -> DataFrame:
 
 FINDINGS_JSON = "findings.json"
 FINDINGS_PARQUET = "findings.parquet"
+# The exact keys a plan acts on (addresses and names as stored), readable by the owner only.
+FINDINGS_RAW = "findings.raw.json"
 # What findings.json and findings.parquet hold: the id first, then the findings schema.
 OUTPUT_SCHEMA = "id string, " + SCHEMA
 _ORDER = ("check", "queue", "subject")
@@ -109,9 +111,17 @@ def with_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
-def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
-    """Write findings.parquet and findings.json atomically, each finding with its id; return
-    the findings as dicts (``detail`` decoded, ``observed_at`` as ISO text)."""
+def write_findings(
+    frame: DataFrame, out: Path, hide: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Write findings.parquet and findings.json atomically, each finding with its id, and
+    return them as dicts (``detail`` decoded, ``observed_at`` as ISO text).
+
+    With `hide` (which pseudonymises a finding's ``queue``, ``subject`` and ``detail``), those
+    two files are what a person reads, pseudonymised, and ``findings.raw.json`` (mode 0600)
+    keeps the exact keys a plan acts on: planning reads it, no report shows it. Ids are taken
+    before `hide`, so a finding has the same id whether addresses are revealed or not.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -122,23 +132,18 @@ def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     # outputs are written from the one table (keeping it on the executors, then writing and
     # reading it back, took two jobs more: bench/).
     table = _sorted(collected(frame), _ORDER)
-    records = with_ids(table.to_pylist())
-    ids = pa.array([r["id"] for r in records], pa.string())
-    table = table.add_column(0, "id", ids)
+    raw = [_decoded(r) for r in with_ids(table.to_pylist())]
+    shown = raw if hide is None else [hide(dict(r)) for r in raw]
+    if hide is not None:
+        table = pa.Table.from_pylist([_encoded(r) for r in shown], schema=table.schema)
+    table = table.add_column(0, "id", pa.array([r["id"] for r in shown], pa.string()))
     staging = out / ".findings.parquet.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     # A directory of one part file, as Spark writes a table: readable by Spark and pandas alike.
     pq.write_table(table, staging / "part-00000.parquet")
-    rows = []
-    for item in records:
-        item["observed_at"] = (
-            item["observed_at"].astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            if item["observed_at"] is not None
-            else None
-        )
-        item["detail"] = json.loads(item["detail"]) if item["detail"] else {}
-        rows.append(item)
+    _write_json(out / FINDINGS_RAW, [_jsonable(r) for r in raw], private=True)
+    rows = [_jsonable(r) for r in shown]
     json_tmp = out / ".findings.json.tmp"
     json_tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
     final = out / FINDINGS_PARQUET
@@ -146,6 +151,33 @@ def write_findings(frame: DataFrame, out: Path) -> list[dict[str, Any]]:
     staging.rename(final)
     json_tmp.replace(out / FINDINGS_JSON)
     return rows
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "detail": json.loads(row["detail"]) if row["detail"] else {}}
+
+
+def _encoded(row: dict[str, Any]) -> dict[str, Any]:
+    values = {k: v for k, v in row.items() if k != "id"}
+    values["detail"] = json.dumps(values["detail"], sort_keys=True, default=str)
+    return values
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    observed = row["observed_at"]
+    if observed is not None and not isinstance(observed, str):
+        observed = observed.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {**row, "observed_at": observed}
+
+
+def _write_json(path: Path, document: Any, *, private: bool = False) -> None:
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
 
 
 def _sorted(table: pyarrow.Table, columns: tuple[str, ...]) -> pyarrow.Table:
@@ -157,17 +189,18 @@ def _sorted(table: pyarrow.Table, columns: tuple[str, ...]) -> pyarrow.Table:
     return table.take(pa.array(order, pa.int64()))
 
 
-def read_findings(directory: Path) -> list[dict[str, Any]]:
-    """The findings of an audit directory (its findings.json), as `write_findings` returned."""
+def read_findings(directory: Path, *, raw: bool = False) -> list[dict[str, Any]]:
+    """The findings of an audit directory: its findings.json, or with `raw` the exact keys of
+    findings.raw.json (what planning reads)."""
     from mqforensics.errors import InputError
 
-    path = Path(directory) / FINDINGS_JSON
+    path = Path(directory) / (FINDINGS_RAW if raw else FINDINGS_JSON)
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path} does not exist: not an audit directory") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a findings file ({exc})") from None
+        raise InputError(f"{path}: not a findings file ({type(exc).__name__})") from None
     if not isinstance(rows, list) or not all(
         isinstance(r, dict) and {"id", *COLUMNS} <= set(r) for r in rows
     ):

@@ -129,7 +129,7 @@ def plan_from_audit(
     manifest = read_manifest(directory)
     check_fresh(manifest, directory, max_age)
     spec = systems.get(manifest["system"])
-    findings = read_findings(directory)
+    findings = read_findings(directory, raw=True)
     keyed = subjects.keyed_policy(policy, subjects.read_key(directory))
     searched = set(manifest.get("subjects_searched") or ())
     for rule in keyed.rules:

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 from mqforensics import __version__, systems
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.findings import FINDINGS_JSON, exit_status, summarise, write_findings
+from mqforensics.findings import (
+    FINDINGS_JSON,
+    FINDINGS_RAW,
+    exit_status,
+    summarise,
+    write_findings,
+)
 from mqforensics.spec import AuditArgs, Loaded, System
 from mqforensics.units import parse_instant, utc_text
 
@@ -155,7 +161,8 @@ def audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditR
     loaded = load(spark, spec, args, common)
     try:
         settings = spec.settings(args, common, loaded)
-        rows = write_findings(findings_frame(spark, spec, loaded, settings), args.out)
+        frame = findings_frame(spark, spec, loaded, settings)
+        rows = write_findings(frame, args.out, None if common.reveal_addresses else hider(spec))
         for name, document in loaded.outputs.items():
             _write_json(args.out / name, document)
         manifest = write_manifest(spec, args, loaded, args.out, common)
@@ -163,6 +170,23 @@ def audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditR
         loaded.close()
         raise
     return AuditResult(spec, loaded, rows, manifest, args.out)
+
+
+def hider(spec: System) -> Any:
+    """What pseudonymises one finding: every address in its queue, subject and detail, then
+    what the system's `hide_finding` adds (identifiers that are not addresses)."""
+    from mqforensics.privacy import pseudonymize_value
+
+    def hide(row: dict[str, Any]) -> dict[str, Any]:
+        row = {
+            **row,
+            "queue": pseudonymize_value(row["queue"]),
+            "subject": pseudonymize_value(row["subject"]),
+            "detail": pseudonymize_value(row["detail"]),
+        }
+        return spec.hide_finding(row) if spec.hide_finding is not None else row
+
+    return hide
 
 
 def options_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -193,6 +217,7 @@ def write_manifest(
     spec: System, args: argparse.Namespace, loaded: Loaded, out: Path, common: AuditArgs
 ) -> dict[str, Any]:
     findings_bytes = (out / FINDINGS_JSON).read_bytes()
+    raw_bytes = (out / FINDINGS_RAW).read_bytes()
     manifest = {
         "format": MANIFEST_FORMAT,
         "tool": {"name": "mqforensics", "version": __version__},
@@ -210,6 +235,7 @@ def write_manifest(
         "findings": {
             "count": len(json.loads(findings_bytes)),
             "sha256": hashlib.sha256(findings_bytes).hexdigest(),
+            "raw_sha256": hashlib.sha256(raw_bytes).hexdigest(),
         },
     }
     _write_json(out / MANIFEST, manifest)
@@ -233,15 +259,14 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise InputError(f"{path}: not an audit manifest ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise InputError(f"{path}: not an audit manifest (format {MANIFEST_FORMAT})")
-    try:
-        findings = (Path(directory) / FINDINGS_JSON).read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{Path(directory) / FINDINGS_JSON} does not exist") from None
-    if hashlib.sha256(findings).hexdigest() != manifest["findings"]["sha256"]:
-        raise InputError(
-            f"{Path(directory) / FINDINGS_JSON} does not match its manifest (changed since the "
-            "audit wrote it)"
-        )
+    for name, key in ((FINDINGS_JSON, "sha256"), (FINDINGS_RAW, "raw_sha256")):
+        path = Path(directory) / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"{path} does not exist") from None
+        if hashlib.sha256(data).hexdigest() != manifest["findings"][key]:
+            raise InputError(f"{path} does not match its manifest (changed since the audit)")
     return manifest
 
 

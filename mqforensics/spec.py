@@ -162,6 +162,10 @@ class System:
     - `sample(workdir)`: the bundled `Sample` (``datasets/<system>/sample``).
     - `hide_target(target, salt)`: a plan action's target with what it holds beyond plain
       addresses pseudonymised (plain addresses are pseudonymised by the report itself).
+    - `hide_finding(row)`: a finding (``detail`` decoded) with what it holds beyond plain
+      addresses pseudonymised; the runner has pseudonymised the addresses already. Checks never
+      pseudonymise: findings are written pseudonymised unless ``--reveal-addresses``, and the
+      exact keys a plan needs are kept apart (``findings.raw.json``, owner-only).
     - `views`: the system's notebook and report hooks (a module; see `mqforensics.views`).
     - `data_sources()`: Spark Python data sources to register in every session (a function, so
       that importing a spec imports no Spark).
@@ -182,6 +186,7 @@ class System:
     sample: Callable[[Path], Sample] | None = None
     data_sources: Callable[[], Sequence[type]] | None = None
     hide_target: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    hide_finding: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     views: Any = None
 
     def check(self, name: str) -> Check:

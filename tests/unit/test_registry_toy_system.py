@@ -1,0 +1,123 @@
+"""A system defined in tests/ goes through audit -> plan -> approve -> purge -> report through
+the registry alone: no shared module names it."""
+
+import json
+
+import pytest
+
+from mqforensics import systems
+from mqforensics.cli import main
+from mqforensics.retention.manifest import read_plan
+from tests import toy_system
+
+AS_OF = "2026-11-20T00:00:00Z"
+MESSAGES = {
+    "old.msg": ("alice@example.org", ["bob@example.org"], "2026-11-01T00:00:00Z"),
+    "erased.msg": ("carol@example.org", ["victor@example.com"], "2026-11-19T00:00:00Z"),
+    "kept.msg": ("dave@example.org", ["erin@example.org"], "2026-11-19T00:00:00Z"),
+}
+POLICY = """version = 1
+[[rules]]
+id = "old-mail"
+kind = "toy_retention"
+legal_basis = "retention schedule"
+older_than = "7d"
+[[rules]]
+id = "erasure-1"
+kind = "erase_subject"
+legal_basis = "GDPR art. 17"
+addresses = ["Victor@example.com "]
+"""
+
+
+@pytest.fixture
+def toy(tmp_path):
+    systems.register(toy_system.SPEC)
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    for name, (sender, recipients, arrived) in MESSAGES.items():
+        document = {"from": sender, "to": recipients, "arrived": arrived}
+        (queue / name).write_text(json.dumps(document))
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    yield queue, policy
+    systems.unregister("toy")
+
+
+def test_a_system_from_tests_goes_through_every_command(spark, tmp_path, toy, capsys):
+    queue, policy = toy
+    audit = tmp_path / "audit"
+    argv = ["audit", "toy", str(queue), "--out", str(audit), "--as-of", AS_OF]
+    assert main([*argv, "--erasure-policy", str(policy)]) == 0
+    findings = json.loads((audit / "findings.json").read_text())
+    assert sorted((f["check"], f["subject"].rsplit("/", 1)[1]) for f in findings) == [
+        ("old_message", "old.msg"),
+        ("personal_data", "erased.msg"),
+    ]
+    text = (audit / "findings.json").read_text()
+    assert "victor" not in text.lower() and "carol@" not in text  # keyed, pseudonymised
+    manifest = json.loads((audit / "manifest.json").read_text())
+    assert manifest["system"] == "toy" and manifest["as_of"] == AS_OF
+    assert manifest["checks"] == ["old_message", "personal_data"]
+
+    plan_dir = tmp_path / "plan"
+    assert main(["plan", "--findings", str(audit), "--policy", str(policy),
+                 "--out", str(plan_dir)]) == 0  # fmt: skip
+    plan = read_plan(plan_dir)
+    ids = {f["id"]: f["check"] for f in findings}
+    actions = list(plan.actions())
+    assert sorted(a.target["path"].rsplit("/", 1)[1] for a in actions) == ["erased.msg", "old.msg"]
+    for action in actions:
+        assert action.findings and all(ident in ids for ident in action.findings)
+
+    # The same plan from `plan toy SOURCE`, which audits first through the same code.
+    again = tmp_path / "again"
+    assert main(["plan", "toy", str(queue), "--as-of", AS_OF, "--policy", str(policy),
+                 "--out", str(again)]) == 0  # fmt: skip
+    assert (again / "actions.jsonl").read_bytes() == (plan_dir / "actions.jsonl").read_bytes()
+
+    assert main(["approve", str(plan_dir), "--by", "tester"]) == 0
+    assert main(["purge", str(plan_dir), "--apply"]) == 0
+    assert sorted(p.name for p in queue.iterdir()) == ["kept.msg"]
+    assert main(["report", "plan", str(plan_dir)]) == 0
+    report = (plan_dir / "report.html").read_text()
+    assert "toy.delete_message" in report and "victor" not in report.lower()
+
+
+def test_nothing_to_audit_is_an_input_error(spark, tmp_path, toy, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["audit", "toy", str(empty), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mqforensics: error: InputError: nothing to audit: toy queue {empty} "
+                   "holds nothing toy keeps"]  # fmt: skip
+    assert not (tmp_path / "a" / "findings.json").exists()
+
+
+def test_a_missing_input_fails_before_spark_starts(tmp_path, toy, capsys, monkeypatch):
+    import mqforensics.spark
+
+    monkeypatch.setattr(mqforensics.spark, "session", lambda *a, **k: pytest.fail("Spark started"))
+    assert main(["audit", "toy", str(tmp_path / "missing"), "--out", str(tmp_path / "a")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    out_file = tmp_path / "file"
+    out_file.write_text("x")
+    assert main(["audit", "toy", str(tmp_path), "--out", str(out_file)]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+
+
+def test_an_old_audit_is_refused(spark, tmp_path, toy, capsys):
+    queue, policy = toy
+    audit = tmp_path / "audit"
+    assert main(["audit", "toy", str(queue), "--out", str(audit), "--as-of", AS_OF]) == 0
+    manifest_path = audit / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["created_at"] = "2026-01-01T00:00:00Z"
+    manifest_path.write_text(json.dumps(manifest))
+    argv = ["plan", "--findings", str(audit), "--policy", str(policy), "--out", str(tmp_path / "p")]
+    assert main(argv) == 2
+    assert "more than --max-audit-age 1d ago" in capsys.readouterr().err
+    # And an erasure the audit did not look for is refused rather than silently missed.
+    manifest["created_at"] = json.loads(manifest_path.read_text())["created_at"]
+    assert main([*argv, "--max-audit-age", "9999d"]) == 2
+    assert "did not look for the data subjects of rule 'erasure-1'" in capsys.readouterr().err
