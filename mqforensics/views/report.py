@@ -206,6 +206,8 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
     for check, rows in table.groupby("check", sort=True):
         shown = rows.head(ROWS_PER_CHECK)
         page.add(f"<h3>{page.show(check)} ({len(rows):,})</h3>")
+        for system in sorted({str(v) for v in rows["system"].dropna()}):
+            page.add(_explanation(page, system, str(check)))
         page.table(
             ["severity", "queue", "scope", "subject", "bytes", "observed at", "detail"],
             [
@@ -224,6 +226,21 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
         )
         if len(rows) > len(shown):
             page.add(f"<p>{len(rows) - len(shown):,} more not shown.</p>")
+
+
+def _explanation(page: _Page, system: str, name: str) -> str:
+    """What the check detects, why it matters and what to do, from the system's spec."""
+    from mqforensics import systems
+
+    check = systems.find_check(system, name)
+    if check is None:
+        return ""
+    items = (("What", check.what), ("Why it matters", check.why), ("What to do", check.todo))
+    return (
+        "<dl>"
+        + "".join(f"<dt>{label}</dt><dd>{page.show(text)}</dd>" for label, text in items)
+        + "</dl>"
+    )
 
 
 def _plan_section(page: _Page, item: ReportInput) -> None:

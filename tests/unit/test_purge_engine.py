@@ -69,6 +69,7 @@ def make_plan(
             bytes=len(value),
             tombstones=0,
             reason="consumed",
+            findings=("f0123456789abcdef",),
         )
         for key, value in contents.items()
     ]

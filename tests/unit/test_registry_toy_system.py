@@ -121,3 +121,46 @@ def test_an_old_audit_is_refused(spark, tmp_path, toy, capsys):
     manifest["created_at"] = json.loads(manifest_path.read_text())["created_at"]
     assert main([*argv, "--max-audit-age", "9999d"]) == 2
     assert "did not look for the data subjects of rule 'erasure-1'" in capsys.readouterr().err
+
+
+def test_the_manifest_says_what_was_read_and_how(spark, tmp_path, toy):
+    queue, _policy = toy
+    audit = tmp_path / "audit"
+    argv = ["audit", "toy", str(queue), "--out", str(audit), "--as-of", AS_OF, "--max-age", "2d"]
+    assert main(argv) == 0
+    manifest = json.loads((audit / "manifest.json").read_text())
+    assert manifest["format"] == "mqforensics-audit/1"
+    assert manifest["tool"]["name"] == "mqforensics" and manifest["tool"]["version"]
+    assert manifest["options"]["max_age"] == "2d"
+    assert manifest["options"]["directory"] == str(queue)
+    assert manifest["objects"] == 3 and manifest["findings"]["count"] == 1
+    assert manifest["inputs"] == [{"kind": "directory", "location": str(queue)}]
+    assert manifest["subjects_searched"] == []
+    assert (audit / "subject.key").stat().st_mode & 0o077 == 0
+
+
+def test_plan_names_what_it_needs(tmp_path, toy, capsys):
+    _queue, policy = toy
+    out = str(tmp_path / "p")
+    assert main(["plan", "--policy", str(policy), "--out", out]) == 2
+    assert "name an audit (--findings AUDIT_DIR) or a system" in capsys.readouterr().err
+    assert main(["plan", "--findings", str(tmp_path), "--out", out]) == 2
+    assert "--policy FILE is required" in capsys.readouterr().err
+    assert main(["plan", "--findings", str(tmp_path), "--policy", str(policy), "--out", out]) == 2
+    assert "manifest.json does not exist: not an audit directory" in capsys.readouterr().err
+
+
+def test_purge_refuses_an_option_of_another_system(spark, tmp_path, toy, capsys):
+    queue, policy = toy
+    audit, plan_dir = tmp_path / "audit", tmp_path / "plan"
+    assert main(["audit", "toy", str(queue), "--out", str(audit), "--as-of", AS_OF]) == 0
+    policy.write_text(POLICY.split('[[rules]]\nid = "erasure-1"')[0])
+    assert (
+        main(["plan", "--findings", str(audit), "--policy", str(policy), "--out", str(plan_dir)])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["purge", str(plan_dir), "--imap", "127.0.0.1:143"]) == 2
+    err = capsys.readouterr().err
+    assert "--imap is for cyrus plans; this plan is a toy plan" in err
+    assert sorted(p.name for p in queue.iterdir()) == sorted(MESSAGES)

@@ -49,6 +49,7 @@ def partition(bucketid: int, tombstones: int = 1, size: int = 100) -> Action:
         bytes=size,
         tombstones=tombstones,
         reason="fully consumed partition before browseStart",
+        findings=("f0123456789abcdef",),
     )
 
 
@@ -61,6 +62,7 @@ def blob(key: str, size: int) -> Action:
         bytes=size,
         tombstones=0,
         reason="passthrough blob of a consumed mail",
+        findings=("f0123456789abcdef",),
     )
 
 
@@ -156,7 +158,7 @@ def test_the_header_holds_exact_totals_counts_and_hashes(tmp_path):
     header = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert header == plan.header
     directory = tmp_path / "plan"
-    assert header["format"] == FORMAT == "mqforensics-plan/1"
+    assert header["format"] == FORMAT == "mqforensics-plan/2"
     assert header["system"] == "james"
     assert header["as_of"] == "2026-11-22T02:30:00Z"
     assert TIME.fullmatch(header["created_at"])
@@ -382,6 +384,16 @@ def test_every_action_must_cite_a_rule_of_the_policy(tmp_path):
     none = Action(**{**partition(0).__dict__, "rules": ()})
     with pytest.raises(ValueError, match="cites no rule"):
         make(tmp_path / "b", actions=[none])
+
+
+def test_every_action_must_cite_a_finding(tmp_path):
+    bare = Action(**{**partition(0).__dict__, "findings": ()})
+    with pytest.raises(ValueError, match="cites no finding"):
+        make(tmp_path / "a", actions=[bare])
+    assert list(tmp_path.iterdir()) == []
+    make(tmp_path / "b")
+    line = json.loads((tmp_path / "b" / "actions.jsonl").read_text().splitlines()[0])
+    assert line["findings"] == ["f0123456789abcdef"]
 
 
 def test_read_plan_names_what_is_missing_or_wrong(tmp_path):

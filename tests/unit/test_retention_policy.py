@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.retention.policy import RULE_KINDS, Policy, Rule, load_policy, subject_hash
+from mqforensics.retention.policy import Policy, Rule, load_policy, rule_kinds, subject_hash
 
 ALICE_HASH = hashlib.sha256(b"alice@example.org").hexdigest()
 BOB_HASH = hashlib.sha256(b"bob@example.net").hexdigest()
@@ -214,7 +214,8 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
     assert policy.rules_of("consumed_mail", "postfix") == [c, d]
     assert policy.rules_of("erase_subject", "james") == [b]
     assert policy.rules_of("orphaned_blobs", "james") == []
-    assert RULE_KINDS == (
+    # The kinds come from the registered systems; erase_subject is everyone's.
+    assert set(rule_kinds()) == {
         "consumed_mail",
         "erase_subject",
         "orphaned_blobs",
@@ -222,7 +223,24 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
         "garbage_segments",
         "queued_mail",
         "queue_leftovers",
-    )
+    }
+    assert rule_kinds()["consumed_mail"] == (("older_than",), True)
+
+
+def test_a_registered_system_brings_its_rule_kinds(tmp_path):
+    from mqforensics import systems
+    from tests import toy_system
+
+    path = tmp_path / "p.toml"
+    path.write_text(minimal('id = "x"\nkind = "toy_retention"\nlegal_basis = "b"\n'))
+    with pytest.raises(ConfigError, match="kind must be one of"):
+        load_policy(path)
+    systems.register(toy_system.SPEC)
+    try:
+        with pytest.raises(ConfigError, match="older_than is required for toy_retention"):
+            load_policy(path)
+    finally:
+        systems.unregister("toy")
 
 
 CONSUMED = 'id = "x"\nkind = "consumed_mail"\nlegal_basis = "basis"\nolder_than = "30d"\n'

@@ -37,6 +37,7 @@ def blob(number: int) -> Action:
         bytes=2048,
         tombstones=0,
         reason="passthrough blob of a consumed mail",
+        findings=("f0123456789abcdef",),
     )
 
 
@@ -54,6 +55,7 @@ PARTITION = Action(
     bytes=0,
     tombstones=2,
     reason="fully consumed partition before browseStart",
+    findings=("f0123456789abcdef",),
 )
 
 

@@ -1,10 +1,11 @@
-"""Findings written by `write_findings`: one job's rows, sorted as Spark sorts, in both files."""
+"""Findings written by `write_findings`: one job's rows, sorted as Spark sorts, in both files,
+each with a stable id; pseudonymised for people, exact in findings.raw.json for plans."""
 
 import datetime as dt
 import json
 
 from mqforensics import findings
-from mqforensics.systems.james.audit import write_findings
+from mqforensics.findings import write_findings
 
 AT = dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
 
@@ -31,9 +32,35 @@ def test_findings_are_sorted_nulls_first_in_both_files(spark, tmp_path):
     back = spark.read.parquet(str(parquet))
     assert (
         back.schema.simpleString()
-        == spark.createDataFrame([], findings.SCHEMA).schema.simpleString()
+        == spark.createDataFrame([], findings.OUTPUT_SCHEMA).schema.simpleString()
     )
     assert [(r.check, r.queue, r.subject) for r in back.collect()] == order
+    assert [r.id for r in back.collect()] == [r["id"] for r in rows]
+    expected = findings.finding_id("james", "stuck_mail", "spool", "mail", "a")
+    assert rows[3]["id"] == expected and len(expected) == 16
+    assert len({r["id"] for r in rows}) == len(rows)
+
+
+def test_ids_do_not_depend_on_pseudonymisation_and_raw_keys_stay_private(spark, tmp_path):
+    from mqforensics.privacy import pseudonymize_value
+
+    made = [
+        findings.Finding("stuck_mail", "error", "james", "spool", "mail", "bob@example.org", AT),
+        findings.Finding("stuck_mail", "error", "james", "spool", "mail", "bob@example.org", AT),
+    ]
+
+    def hide(row):
+        return {**row, "subject": pseudonymize_value(row["subject"])}
+
+    shown = write_findings(findings.to_frame(spark, made), tmp_path / "a", hide)
+    plain = write_findings(findings.to_frame(spark, made), tmp_path / "b")
+    assert [r["id"] for r in shown] == [r["id"] for r in plain]
+    assert shown[1]["id"] == shown[0]["id"] + "-2"  # two findings naming one thing
+    assert "bob@" not in (tmp_path / "a" / "findings.json").read_text()
+    raw = tmp_path / "a" / "findings.raw.json"
+    assert [r["subject"] for r in json.loads(raw.read_text())] == ["bob@example.org"] * 2
+    assert raw.stat().st_mode & 0o077 == 0
+    assert findings.read_findings(tmp_path / "a", raw=True) == json.loads(raw.read_text())
 
 
 def test_no_findings_are_two_empty_files(spark, tmp_path):
