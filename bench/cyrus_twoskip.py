@@ -16,7 +16,8 @@ Subjects, each in a fresh process (`measure.run_subject`), on the same copy of t
   pair: both parse the whole file into every key/value.
 - ``ours-load`` (optional): `mqforensics.systems.cyrus.audit.load`, the audit's "parse to a
   usable form" path: the same read with ``history=True`` (every physical record kept, deletes
-  resolved) into a `checks.Database`. More work than ``show`` does, so reported separately.
+  resolved) into a `checks.Database`, with the SHA-256 the run manifest fingerprints the file by.
+  More work than ``show`` does, so reported separately.
 - ``baseline``: ``cyr_dbtool -C <conf> <db> twoskip show`` (C, mmap), its stdout read through a
   pipe in 1 MiB chunks and counted (lines = records, bytes), never printed to a terminal. Without
   a transaction (its default) 3.6.1 locks, unlocks and re-stats the file around every record

@@ -67,18 +67,23 @@ def _spark() -> Any:
 
 
 def measure_ours(directory: Path, out: Path) -> dict[str, Any]:
+    """`mqforensics audit james` as the CLI runs it (the one audit runner: inputs checked,
+    loaded, every check, findings and the manifest written), Spark already started."""
+    from mqforensics import runner, systems
     from mqforensics.cli import build_parser
-    from mqforensics.systems.james.audit import audit
 
     args = build_parser().parse_args(
         ["audit", "james", "--snapshot", str(directory), "--out", str(out),
          "--blob-listing", str(directory / "blob_inventory.parquet")]
     )  # fmt: skip
+    spec = systems.get("james")
     spark = _spark()
     started = time.perf_counter()
-    state, rows = audit(spark, args)
+    runner.check_before_spark(spec, args)
+    result = runner.audit(spark, spec, args)
     seconds = time.perf_counter() - started
-    state.unpersist()
+    result.loaded.close()
+    rows = result.findings
     found = [[r["check"], r["queue"], r["subject"], r["bytes"]] for r in rows]
     (out / "compared.json").write_text(json.dumps(found))
     measure.report({"findings": len(rows)}, seconds)

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from mqforensics.systems.james.blob_ids import PASSTHROUGH, parse_blob_id
 from mqforensics.systems.james.checks import (
     BROWSE_START_HEALTH_GRACE,
     SLICE_EARLY_TOLERANCE_SECONDS,
@@ -167,6 +168,7 @@ def audit(
             ("dangling_blob_ref", q, i, None)
             for q, i in zip(dangling.queuename, dangling.enqueueid, strict=False)
         ]
+        found += _consumed_blobs(e, live, blobs)
 
     # bucket_mismatch
     names = pa.array(e["name"], type=pa.string(), from_pandas=True)
@@ -200,6 +202,23 @@ def audit(
     peaks = per_hour.groupby(level=0).max()
     found += [("config_advice", q, q, None) for q in sorted(peaks.index)]
     return found
+
+
+def _consumed_blobs(e: pd.DataFrame, live: pd.DataFrame, blobs: pd.DataFrame) -> list[Finding]:
+    """consumed_blob: listed passthrough blobs that consumed rows, and no live row, reference."""
+    live_keys = set(pd.concat([live["headerblobid"], live["bodyblobid"]]).dropna())
+    consumed = e[e["consumed"]]
+    queues: dict[str, set[str]] = {}
+    for column in ("headerblobid", "bodyblobid"):
+        for queue, key in zip(consumed.queuename, consumed[column], strict=True):
+            if key is not None and key not in live_keys:
+                queues.setdefault(key, set()).add(queue)
+    listed = blobs[blobs["key"].isin(list(queues))]
+    return [
+        ("consumed_blob", next(iter(queues[k])) if len(queues[k]) == 1 else None, k, int(size))
+        for k, size in zip(listed.key, listed["size"], strict=True)
+        if parse_blob_id(k)[0] == PASSTHROUGH
+    ]
 
 
 def _mails(check: str, rows: pd.DataFrame) -> list[Finding]:

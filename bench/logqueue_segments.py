@@ -46,11 +46,12 @@ from typing import Any
 from unittest import mock
 
 from bench import measure
+from datasets.logqueue import simulate
+from datasets.logqueue import writer as writer_module
 from datasets.logqueue.writer import QueueWriter, Write
 from mqforensics.services.cache import cache_dir
 from mqforensics.systems.logqueue import format as fmt
-from mqforensics.systems.logqueue import layout, simulate
-from mqforensics.systems.logqueue import writer as writer_module
+from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.segment import read_segment
 
 BENCHMARK = "logqueue_segments"

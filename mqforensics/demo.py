@@ -60,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     argv = ["audit", spec.name, *sample.argv, "--out", str(args.out)]
     if sample.as_of:
         argv += ["--as-of", sample.as_of]
+    if sample.policy is not None:
+        # The audit looks for the policy's data subjects, so the plan of its findings can erase.
+        argv += ["--erasure-policy", str(sample.policy)]
     audit_args = build_parser().parse_args(argv)
     runner.check_before_spark(spec, audit_args)
     started = time.monotonic()

@@ -144,8 +144,9 @@ def plan_from_audit(
             )
     parts = spec.plan(findings, keyed, manifest)
     known = {row["id"] for row in findings}
-    for index, item in enumerate([*parts.actions, *parts.deferred]):
-        unknown = [ident for ident in item.findings if ident not in known]
+    cited = [a.findings for a in parts.actions] + [d.findings for d in parts.deferred]
+    for index, ids in enumerate(cited):
+        unknown = [ident for ident in ids if ident not in known]
         if unknown:
             raise ValueError(f"{spec.name} planner: item {index} cites no finding {unknown[0]}")
     inputs = {

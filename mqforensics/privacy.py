@@ -54,6 +54,10 @@ def pseudonymize_address(addr: str, salt: str = "") -> str:
 
 
 def _pseudonymize_match(match: re.Match[str], salt: str) -> str:
+    # A host name's last label is never all digits (RFC 3696, section 2): ``seg-00000003.lq@1042``
+    # is a position in a file (logqueue findings), not an address.
+    if match.group("domain").rpartition(".")[2].isdigit():
+        return match.group(0)
     # ``=`` is atext, so ``to=alice@example.org`` (log lines, ``key=value`` summaries) matches
     # as one address: the part up to the last ``=`` is kept as the key it almost always is.
     prefix, eq, address = match.group(0).rpartition("=")

@@ -37,6 +37,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if len(parts) > 2 and parts[0] in ("unit", "integration") and parts[1] in known:
             item.add_marker(getattr(pytest.mark, parts[1]))
+
+
 _start_failed = False
 _used: dict[str, dict] = {}
 

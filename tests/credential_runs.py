@@ -3,7 +3,7 @@ its own environment, recording what each printed: ``python tests/credential_runs
 (`run_in_one_spark` runs it with Spark event logs on).
 
 STEPS is a JSON list of ``{"argv": [...]}`` (`mqforensics.cli.main`) or ``{"notebook":
-"james"}`` (`notebook_sources.audit_<system>` on the session), each with an optional ``"env"``
+"james"}`` (`notebook_sources.audit(session, system)`), each with an optional ``"env"``
 set for that step only; OUT gets a JSON list of ``{"rc", "out", "err", "error"}``. The tests
 that plant a secret in credential variables run this in a subprocess whose Spark writes event
 logs (``PYSPARK_SUBMIT_ARGS``), then search everything it printed and wrote for the secret.
@@ -35,9 +35,9 @@ def run_step(step: dict) -> dict:
                 from mqforensics.spark import session
                 from mqforensics.views import notebook_sources
 
-                audit = getattr(notebook_sources, f"audit_{step['notebook']}")
                 try:
-                    print(audit(session(), Path(step["out"])).summary())
+                    audit = notebook_sources.audit(session(), step["notebook"], Path(step["out"]))
+                    print(audit.summary())
                 except Exception as exc:  # what the notebook cell would show
                     result["error"] = f"{type(exc).__name__}: {exc}"
     finally:

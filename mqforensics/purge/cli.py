@@ -78,7 +78,8 @@ def refuse_other_systems_options(system: str, args: argparse.Namespace) -> None:
         for option in spec.purge_options:
             if option.dest in own:
                 continue
-            default = option.kwargs.get("default")
+            flag_default = option.kwargs.get("action") == "store_true"
+            default = option.kwargs.get("default", False if flag_default else None)
             if getattr(args, option.dest, default) != default:
                 flag = max(option.flags, key=len)
                 raise ConfigError(f"{flag} is for {spec.name} plans; this plan is a {system} plan")

@@ -56,6 +56,7 @@ SKIP_LINES = 100
 MAX_RECORDED_PROBLEMS = 50
 MAX_PRINTED_PROBLEMS = 20
 
+
 # Plan header "system" -> "module:function" returning the executors of that system's kinds,
 # imported only when a plan of that system is purged.
 @dataclass

@@ -263,9 +263,7 @@ def _rule(table: Any, position: str, where: str) -> Rule:
     )
 
 
-def _older_than(
-    table: dict[str, Any], kind: str, required: bool, here: str
-) -> dt.timedelta | None:
+def _older_than(table: dict[str, Any], kind: str, required: bool, here: str) -> dt.timedelta | None:
     value = table.get("older_than")
     if value is None:
         if required:

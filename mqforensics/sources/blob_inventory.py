@@ -42,7 +42,7 @@ from urllib.parse import unquote_plus, urlparse
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.sources.blobstore import SCHEMA, S3Endpoint, read_blobs
+from mqforensics.sources.blobstore import SCHEMA, S3Endpoint
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -524,28 +524,3 @@ def read_inventory(
         for key, value in endpoint.to_options().items():
             reader = reader.option(key, value)
     return reader.load()
-
-
-def read_james_blobs(
-    spark: SparkSession,
-    *,
-    location: str | None = None,
-    inventory: str | None = None,
-    endpoint: S3Endpoint | None = None,
-    split: str = "prefix",
-) -> DataFrame:
-    """James's default bucket as the `BLOBS` frame, from exactly one of a live listing
-    (`location`: ``s3://bucket[/prefix]`` or a directory; `split` as in `blobstore`) or an S3
-    Inventory report.
-    """
-    from mqforensics.systems.james.blob_ids import with_parsed_blob_ids
-    from mqforensics.systems.james.schema import BLOBS
-
-    if (location is None) == (inventory is None):
-        raise ConfigError("give exactly one of location (a live listing) or inventory (a report)")
-    if location is not None:
-        frame = read_blobs(spark, location, endpoint, split)
-    else:
-        frame = read_inventory(spark, inventory or "", endpoint)
-    columns = [c.split()[0] for c in BLOBS.split(", ")]
-    return with_parsed_blob_ids(frame).select(*columns)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 DATASETS = CHECKOUT / "datasets"
 
 
@@ -105,9 +105,14 @@ def parse_audit_args(system: str, argv: list[str]) -> argparse.Namespace:
         raise ConfigError(f"MQF_{system.upper()}_ARGS: {exc.message}") from None
 
 
-def _common(argv: list[str], out: Path, *, sample_as_of: str | None) -> list[str]:
+def _common(
+    argv: list[str], out: Path, *, sample_as_of: str | None, policy: Path | None
+) -> list[str]:
     as_of = os.environ.get("MQF_AS_OF") or sample_as_of
     extra = ["--out", str(out)]
+    if policy is not None and policy.is_file():
+        # The audit looks for the policy's data subjects, so a plan of its findings can erase.
+        extra += ["--erasure-policy", str(policy)]
     if as_of:
         extra += ["--as-of", as_of]
     if reveal_addresses():
@@ -131,7 +136,8 @@ def audit(spark: SparkSession, system: str, out: Path | None = None) -> Notebook
             raise ConfigError(f"{system} has no bundled sample: set MQF_{system.upper()}_ARGS")
         sample = spec.sample(out)
         argv, sample_as_of = sample.argv, sample.as_of
-    args = parse_audit_args(system, _common(argv, out, sample_as_of=sample_as_of))
+    policy = policy_file(system)
+    args = parse_audit_args(system, _common(argv, out, sample_as_of=sample_as_of, policy=policy))
     runner.check_before_spark(spec, args)
     result = runner.audit(spark, spec, args)
     return NotebookAudit(

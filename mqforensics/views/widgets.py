@@ -20,13 +20,11 @@ import ipywidgets
 import pandas as pd
 
 from mqforensics.findings import SEVERITIES
-from mqforensics.views import plot_data, plots
+from mqforensics.views import plots
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mqforensics.systems.james.state import JamesState
-    from mqforensics.systems.logqueue.state import LogQueueState
 
 ALL = "(all)"
 TABLE_ROWS = 200
@@ -199,120 +197,3 @@ class FindingsExplorer(Explorer):
         more = len(rows) - len(shown)
         tail = f"<p>{more:,} more not shown</p>" if more > 0 else ""
         return f"<p>{len(rows):,} findings selected</p>{table}{tail}"
-
-
-# --- James ---------------------------------------------------------------------------------------
-
-
-class SliceHeatmapExplorer(Explorer):
-    """One James queue's partitions (slice x bucket), live versus consumed, with browseStart and
-    contentStart; pick the queue and the slice range."""
-
-    def __init__(self, state: JamesState, *, queue: str | None = None, max_slices: int = 2000):
-        self.state = state
-        self.max_slices = max_slices
-        queues = plot_data.james_queues(state)
-        self.queue = _dropdown(queues, "queue", queue)
-        self.period = _range_slider(self._slices(self.queue.value), "slices")
-        self.queue.observe(self._queue_changed, names="value")
-        super().__init__([self.queue, self.period], "Slices x buckets: live vs consumed rows")
-
-    def _slices(self, queue: str | None) -> list[Any]:
-        if queue is None:
-            return []
-        from pyspark.sql import functions as F
-
-        rows = (
-            self.state.entries.where(F.col("queuename") == queue)
-            .select("timerangestart")
-            .distinct()
-            .orderBy("timerangestart")
-            .collect()
-        )
-        return [r.timerangestart.replace(tzinfo=dt.UTC) for r in rows]
-
-    def _queue_changed(self, _change: Any) -> None:
-        fresh = _range_slider(self._slices(self.queue.value), "slices")
-        self._quiet = True  # the queue's own observer redraws once the range is reset
-        try:
-            self.period.options = fresh.options
-            self.period.index = fresh.index
-            self.period.disabled = fresh.disabled
-        finally:
-            self._quiet = False
-
-    def selection(self) -> dict[str, Any]:
-        period = self.period.value if not self.period.disabled else (None, None)
-        return {"queue": self.queue.value, "slices": tuple(period)}
-
-    def figure(self) -> Figure:
-        chosen = self.selection()
-        queue = chosen["queue"]
-        if queue is None:
-            return plots.nothing_to_show("Slices x buckets", "no queue")
-        start, end = chosen["slices"]
-        cells = plot_data.james_slice_cells(
-            self.state, queue, start=start, end=end, max_slices=self.max_slices
-        )
-        marks = plot_data.james_marks(self.state, queue)
-        return plots.slice_bucket_heatmap(
-            cells, queue=queue, note=cells.attrs.get("note") or None, **marks
-        )
-
-
-# --- Cyrus ---------------------------------------------------------------------------------------
-
-
-EVERYONE = "(everyone)"
-
-
-class SharingExplorer(Explorer):
-    """The sharing graph of the Cyrus sharing report, for everyone or one identity."""
-
-    def __init__(self, sharing: Any, *, reveal: bool = False) -> None:
-        self.edges = plot_data.cyrus_sharing_edges(sharing, reveal=reveal)
-        identities = sorted(set(self.edges["owner"]) | set(self.edges["grantee"]))
-        self.identity = _dropdown([EVERYONE, *identities], "identity")
-        super().__init__([self.identity], "Who can see whose mailboxes")
-
-    def selection(self) -> dict[str, Any]:
-        return {"identity": self.identity.value}
-
-    def figure(self) -> Figure:
-        focus = self.identity.value
-        return plots.sharing_graph(self.edges, focus=None if focus == EVERYONE else focus)
-
-    def caption_html(self) -> str:
-        focus = self.identity.value
-        rows = self.edges
-        if focus != EVERYONE:
-            rows = rows[(rows["owner"] == focus) | (rows["grantee"] == focus)]
-        return rows.to_html(index=False, escape=True, border=0)
-
-
-# --- log-structured queues -----------------------------------------------------------------------
-
-
-class GarbageTimelineExplorer(Explorer):
-    """A queue's segments along the log: garbage, the garbage end, the restart position."""
-
-    def __init__(self, state: LogQueueState) -> None:
-        self.segments = plot_data.logqueue_segments(state)
-        queues = sorted(set(self.segments["queue"])) if not self.segments.empty else []
-        self.queue = _dropdown(queues, "queue")
-        super().__init__([self.queue], "Segment garbage timeline")
-
-    def selection(self) -> dict[str, Any]:
-        return {"queue": self.queue.value}
-
-    def figure(self) -> Figure:
-        queue = self.queue.value
-        if queue is None:
-            return plots.nothing_to_show("Segments", "no queue")
-        return plots.garbage_timeline(self.segments, queue=queue)
-
-    def caption_html(self) -> str:
-        rows = self.segments[self.segments["queue"] == self.queue.value]
-        summary = rows.groupby("status")["size"].agg(["count", "sum"]).reset_index()
-        summary.columns = ["status", "segments", "bytes"]
-        return summary.to_html(index=False, border=0)

@@ -4,10 +4,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from mqforensics.demo import BUNDLED
+BUNDLED = Path(__file__).resolve().parents[2] / "datasets" / "james" / "sample"
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics.demo import BUNDLED
 from mqforensics.services.spark_standalone import master_json
 
 # The live James audit's fixtures: a generated state loaded into the session's Cassandra and
@@ -22,6 +21,8 @@ from tests.integration.james.test_james_audit_live import (  # noqa: F401
     expected_findings,
     loaded,
 )
+
+BUNDLED = Path(__file__).resolve().parents[2] / "datasets" / "james" / "sample"
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqforensics.errors import explain
-from mqforensics.sources.blob_inventory import read_inventory, read_james_blobs
+from mqforensics.sources.blob_inventory import read_inventory
 
 UTC = dt.UTC
 SOURCE = "james-default"
@@ -167,31 +167,10 @@ def test_an_orc_report_is_read_exactly(spark, tmp_path):
     assert as_tuples(read_inventory(spark, manifest)) == OBJECTS
 
 
-def test_read_james_blobs_from_a_report_parses_the_ids(spark, tmp_path):
-    manifest = write_report(
-        tmp_path,
-        "CSV",
-        CSV_SCHEMA,
-        {"a.csv.gz": gzip.compress("".join(object_lines(OBJECTS)).encode())},
-    )
-    frame = read_james_blobs(spark, inventory=manifest)
-    assert frame.columns == [
-        "bucket", "key", "size", "last_modified", "etag", "storage_class",
-        "id_kind", "family", "generation", "hash",
-    ]  # fmt: skip
-    assert {r.key: (r.id_kind, r.family, r.generation) for r in frame.collect()} == KINDS
-
-
 def error_of(action) -> str | None:
     with pytest.raises(Exception) as caught:
         action()
     return explain(caught.value)
-
-
-def test_read_james_blobs_needs_exactly_one_source(spark, tmp_path):
-    message = "ConfigError: give exactly one of location (a live listing) or inventory (a report)"
-    assert error_of(lambda: read_james_blobs(spark)) == message
-    assert error_of(lambda: read_james_blobs(spark, location="x", inventory="y")) == message
 
 
 def test_a_missing_manifest_and_a_wrong_file_schema(spark, tmp_path):

@@ -1,9 +1,12 @@
-"""`mqforensics demo`: the James audit of the bundled sample finds exactly what was planted."""
+"""`mqforensics demo`: the James audit of the bundled sample finds exactly what was planted
+(and the rows holding the data subject of its erasure request), then plans from the findings."""
 
 import json
+from pathlib import Path
 
 from mqforensics.cli import main
-from mqforensics.demo import BUNDLED
+
+BUNDLED = Path(__file__).resolve().parents[2] / "datasets" / "james" / "sample"
 
 
 def planted() -> set[tuple]:
@@ -24,11 +27,16 @@ def test_demo_finds_exactly_the_planted_anomalies(spark, tmp_path, capsys):
     assert "judged at 2026-11-03T12:00:00Z" in printed  # the snapshot's time, not today's
 
     # The cleanup plan: old fully consumed partitions the audit found unreclaimed, and the
-    # passthrough orphans; nothing live, no address in any file, a pseudonymised report.
+    # passthrough orphans; nothing live, no address in any file, a pseudonymised report. Every
+    # action cites findings of the audit.
     from mqforensics.retention.manifest import read_plan
 
     plan = read_plan(tmp_path / "plan")
     actions = list(plan.actions())
+    ids = {r["id"] for r in rows}
+    assert all(a.findings and set(a.findings) <= ids for a in actions)
+    erased = [a for a in actions if "erasure-2026-017" in a.rules]
+    assert [a.kind for a in erased] == ["james.delete_partition", "james.advance_content_start"]
     unreclaimed = {s for c, _, _, s in planted() if c == "unreclaimed_slice"}
     partitions = {
         f"{a.target['queue']}/{a.target['timerangestart'][:19]}Z/{a.target['bucketid']}"
@@ -44,15 +52,16 @@ def test_demo_finds_exactly_the_planted_anomalies(spark, tmp_path, capsys):
 
 
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
-    assert main(["demo", "--dataset", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
+    taken = tmp_path / "file"
+    taken.write_text("x")
+    assert main(["demo", "--out", str(taken)]) == 2
     err = capsys.readouterr().err.strip()
-    missing = tmp_path / "missing"
-    assert err == f"mqforensics: error: InputError: dataset directory {missing} does not exist"
+    assert err == f"mqforensics: error: ConfigError: --out {taken} exists and is not a directory"
     assert not (tmp_path / "findings.json").exists()
 
 
 def test_summary_counts_findings_and_bytes_per_check_and_severity():
-    from mqforensics.systems.james.audit import summarise
+    from mqforensics.findings import summarise
 
     rows = [
         {"check": "unreclaimed_slice", "severity": "info", "bytes": 100},

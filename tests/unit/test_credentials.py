@@ -358,9 +358,8 @@ def test_a_credential_in_a_notebook_source_variable_is_refused(
 ) -> None:
     variable = f"MQF_{system.upper()}_ARGS"
     monkeypatch.setenv(variable, arguments)
-    audit = getattr(notebook_sources, f"audit_{system}")
     with pytest.raises(ConfigError) as caught:
-        audit(None, tmp_path / "out")
+        notebook_sources.audit(None, system, tmp_path / "out")
     assert caught.value.message.startswith(f"{variable}: {option}")
     assert "credentials on the command line are refused" in caught.value.message
     captured = capsys.readouterr()

@@ -45,14 +45,20 @@ def test_the_environment_decides_reveal_as_of_and_output(
     monkeypatch.delenv("MQF_AS_OF", raising=False)
     monkeypatch.setenv("MQF_NOTEBOOK_OUT", str(tmp_path))
     assert sources.output_dir("cyrus") == tmp_path / "cyrus"
-    common = sources._common("cyrus", ["db"], tmp_path, sample_as_of=None)
+    common = sources._common(["db"], tmp_path, sample_as_of=None, policy=None)
     assert common == ["db", "--out", str(tmp_path)]
     monkeypatch.setenv("MQF_REVEAL_ADDRESSES", "1")
     monkeypatch.setenv("MQF_AS_OF", "2026-01-01T00:00:00Z")
-    common = sources._common("cyrus", ["db"], tmp_path, sample_as_of="2027-01-01T00:00:00Z")
+    common = sources._common(["db"], tmp_path, sample_as_of="2027-01-01T00:00:00Z", policy=None)
     assert common[-3:] == ["--as-of", "2026-01-01T00:00:00Z", "--reveal-addresses"]
-    # James findings hold no address, and its audit has no such option.
-    assert "--reveal-addresses" not in sources._common("james", [], tmp_path, sample_as_of=None)
+    # The policy a notebook plans with is the one the audit looks for data subjects of.
+    policy = sources.policy_file("james")
+    common = sources._common([], tmp_path, sample_as_of=None, policy=policy)
+    assert common[2:4] == ["--erasure-policy", str(policy)] and policy.is_file()
+    missing = tmp_path / "none.toml"
+    assert "--erasure-policy" not in sources._common(
+        [], tmp_path, sample_as_of=None, policy=missing
+    )
 
 
 def test_a_previous_plan_is_replaced_but_nothing_else(tmp_path: Path) -> None:

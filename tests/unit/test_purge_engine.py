@@ -521,14 +521,11 @@ def test_executors_are_found_by_the_plans_system(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = make_plan(tmp_path, PLANNED)
-    monkeypatch.setitem(engine.FACTORIES, "fake", f"{__name__}:build_fake_executors")
+    register_fake_system(monkeypatch)
     (executor,) = executors_for(plan, argparse_namespace())
     assert isinstance(executor, DictExecutor)
     unknown = make_plan(tmp_path, PLANNED, system="nosuch", name="unknown")
     with pytest.raises(ConfigError, match="no purger for system 'nosuch'"):
-        executors_for(unknown, argparse_namespace())
-    monkeypatch.setitem(engine.FACTORIES, "nosuch", "mqforensics.no_such_module:build")
-    with pytest.raises(ConfigError, match="not installed"):
         executors_for(unknown, argparse_namespace())
 
 
@@ -543,6 +540,23 @@ def build_fake_executors(plan: Plan, args: Any) -> list[DictExecutor]:
     return BUILT[-1:]
 
 
+def register_fake_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system ``fake`` in the registry, with nothing but its executors (this file's)."""
+    from mqforensics import systems
+    from mqforensics.spec import PlanParts, System
+
+    def unused(*_args: Any) -> Any:
+        raise AssertionError("not part of these tests")
+
+    spec = System(
+        name="fake", title="fake store", add_source_options=lambda parser: None,
+        check_inputs=unused, load=unused, settings=unused, checks=(),
+        plan=lambda *_args: PlanParts(), rule_kinds=(), executors=build_fake_executors,
+    )  # fmt: skip
+    monkeypatch.setitem(systems.SYSTEMS, "fake", "")
+    monkeypatch.setitem(systems._loaded, "fake", spec)
+
+
 def argparse_namespace() -> Any:
     import argparse
 
@@ -552,7 +566,7 @@ def argparse_namespace() -> Any:
 def test_the_purge_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(engine.FACTORIES, "fake", f"{__name__}:build_fake_executors")
+    register_fake_system(monkeypatch)
     unapproved = make_plan(tmp_path, PLANNED, approved=False, name="unapproved")
     CLI_STORE.clear()
     CLI_STORE.update(STORE, b="changed")

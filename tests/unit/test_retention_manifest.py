@@ -408,8 +408,8 @@ def test_read_plan_names_what_is_missing_or_wrong(tmp_path):
         read_plan(tmp_path / "plan")
     header_path = tmp_path / "plan" / "plan.json"
     header = json.loads(header_path.read_text())
-    header_path.write_text(json.dumps({**header, "format": "mqforensics-plan/2"}))
-    with pytest.raises(InputError, match="format 'mqforensics-plan/2' is not"):
+    header_path.write_text(json.dumps({**header, "format": "mqforensics-plan/1"}))
+    with pytest.raises(InputError, match="format 'mqforensics-plan/1' is not"):
         read_plan(tmp_path / "plan")
     header_path.write_text("{")
     with pytest.raises(InputError, match=r"plan\.json is not valid JSON"):

@@ -10,6 +10,7 @@ in docs/cyrus.md, "Checks".
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,11 @@ class Database:
     problems: Sequence[Problem] = ()
     given_entries: Sequence[MailboxEntry] | None = field(default=None, compare=False)
     history: Sequence[Record] = field(default=(), compare=False)
+    # What the input was (twoskip, skiplist, show, batchshow, flat, ctl_mboxlist), its size in
+    # bytes and SHA-256: the run manifest's fingerprint of the file.
+    format: str = field(default="", compare=False)
+    size: int = field(default=0, compare=False)
+    sha256: str = field(default="", compare=False)
 
     @classmethod
     def from_file(cls, parsed: TwoskipFile, source: str | None = None) -> Database:
@@ -66,20 +72,24 @@ class Database:
             history=tuple(parsed.history),
         )
 
+    @functools.cached_property
+    def _decoded(self) -> tuple[tuple[MailboxEntry, ...], tuple[tuple[bytes, str], ...]]:
+        """Every mailbox record decoded once (every check reads them)."""
+        if self.given_entries is not None:
+            return tuple(self.given_entries), ()
+        found: list[tuple[bytes, str]] = []
+        entries = records.mailbox_entries(self.items or (), found)
+        return tuple(entries), tuple(found)
+
     @property
     def entries(self) -> list[MailboxEntry]:
         """The mailbox records that decode (see `undecodable` for the others)."""
-        if self.given_entries is not None:
-            return list(self.given_entries)
-        return records.mailbox_entries(self.items or (), [])
+        return list(self._decoded[0])
 
     @property
     def undecodable(self) -> list[tuple[bytes, str]]:
         """(key, why) of every mailbox record whose value does not decode."""
-        found: list[tuple[bytes, str]] = []
-        if self.given_entries is None:
-            records.mailbox_entries(self.items or (), found)
-        return found
+        return list(self._decoded[1])
 
 
 def _finding(
@@ -124,14 +134,16 @@ def racl_missing(
         return []
     present = {k for k, _ in db.items}
     ver = records.parse_version(version)
+    entries = db.entries
+    expected = records.expected_racls(entries, version, admins)
     out = []
-    for entry in db.entries:
+    for entry in entries:
         owner = records.owner_of(entry.name)
         for ident, rights in entry.acl:
             if entry.deleted or entry.intermediate:
                 continue
             key = records.racl_key(ver, owner is None, ident, entry.name)
-            if key in present or key not in records.expected_racls([entry], version, admins):
+            if key in present or key not in expected:
                 continue
             out.append(
                 _finding(
@@ -147,6 +159,9 @@ def racl_missing(
                         "rights": rights,
                         "namespace": "S" if owner is None else "U",
                         "version": version,
+                        # How many keys the file should hold: a plan rebuilds rather than adds
+                        # when most are missing.
+                        "expected_keys": len(expected),
                     },
                     as_of,
                 )
@@ -564,6 +579,68 @@ def run_checks(
     ]
 
 
+def address_of(userid: str | None, default_domain: str | None = None) -> str | None:
+    """The mail address a userid stands for, as an erasure request names it: ``bob@x`` as it
+    is, a bare ``bob`` as ``bob@<default_domain>`` (None without one); None for ``anyone``,
+    ``anonymous`` and groups."""
+    if userid is None or userid in PUBLIC or userid.startswith("group:"):
+        return None
+    if "@" in userid:
+        return userid
+    return f"{userid}@{default_domain}" if default_domain else None
+
+
+def acl_report(
+    entries: Iterable[MailboxEntry], admins: Sequence[str] = (), default_domain: str | None = None
+) -> list[dict[str, Any]]:
+    """Every ACL entry of every mailbox record (tombstones and intermediates too), in record
+    order, with what the sharing report and the erasure of a data subject need to know of it:
+    `identifier` as stored (a negative one with its ``-``) and `userid` without it; `tombstone`,
+    `intermediate`; `own_rights` (the owner's own entry), `admin` (an ``admins:`` identifier);
+    `shown` (a row of `sharing_report`) and `effective` (False for an identifier written with
+    the default domain, which Cyrus never matches); `grantee_address` and `owner_address`
+    (`address_of` the identifier and of the mailbox's owner)."""
+    admin_set = set(admins)
+    rows = []
+    for entry in entries:
+        owner = records.owner_of(entry.name)
+        for ident, rights in entry.acl:
+            userid = ident.removeprefix("-")
+            negative = ident.startswith("-")
+            rows.append(
+                {
+                    "mailbox": entry.name,
+                    "owner": owner,
+                    "identifier": ident,
+                    "userid": userid,
+                    "rights": rights,
+                    "negative": negative,
+                    "tombstone": entry.deleted,
+                    "intermediate": entry.intermediate,
+                    "own_rights": owner is not None
+                    and canonical_user(ident, default_domain) == owner,
+                    "admin": ident in admin_set,
+                    "shown": not entry.deleted
+                    and not (userid == owner and not negative)
+                    and userid not in admin_set,
+                    "effective": canonical_user(userid, default_domain) == userid,
+                    "grantee_address": address_of(userid, default_domain),
+                    "owner_address": address_of(owner, default_domain),
+                }
+            )
+    return rows
+
+
+def bare_userids(acl: Iterable[dict[str, Any]]) -> int:
+    """How many entries of an `acl_report` name a user by a bare userid that no default domain
+    qualifies: no erasure request can match them."""
+    return sum(
+        1
+        for r in acl
+        if r["grantee_address"] is None and _personal(r["userid"], ()) and "@" not in r["userid"]
+    )
+
+
 def sharing_report(
     entries: Iterable[MailboxEntry], admins: Sequence[str] = (), default_domain: str | None = None
 ) -> list[dict[str, Any]]:
@@ -571,22 +648,16 @@ def sharing_report(
     `admins`' (owner None for shared mailboxes), sorted by owner, mailbox, grantee.
     `effective` is False for an identifier written with `default_domain`, which Cyrus never
     matches (see `noncanonical_acl_identifier`)."""
-    rows = []
-    for entry in entries:
-        if entry.deleted:
-            continue
-        owner = records.owner_of(entry.name)
-        for row in entry.acl_rows():
-            if (row.identifier == owner and not row.negative) or row.identifier in admins:
-                continue
-            rows.append(
-                {
-                    "owner": owner,
-                    "mailbox": entry.name,
-                    "grantee": row.identifier,
-                    "rights": row.rights,
-                    "negative": row.negative,
-                    "effective": canonical_user(row.identifier, default_domain) == row.identifier,
-                }
-            )
+    rows = [
+        {
+            "owner": r["owner"],
+            "mailbox": r["mailbox"],
+            "grantee": r["userid"],
+            "rights": r["rights"],
+            "negative": r["negative"],
+            "effective": r["effective"],
+        }
+        for r in acl_report(entries, admins, default_domain)
+        if r["shown"]
+    ]
     return sorted(rows, key=lambda r: (r["owner"] or "", r["mailbox"], r["grantee"], r["negative"]))

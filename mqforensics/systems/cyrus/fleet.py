@@ -1,41 +1,42 @@
 """Spark readers over a fleet of Cyrus `mailboxes.db` files (one backend's file per partition).
 
-Three Python data sources, each planning one partition per input file and reading it with
+Two Python data sources, each planning one partition per input file and reading it with
 `audit.load`, so every input the audit accepts works (twoskip, skiplist, ``show``, ``flat`` and
 batch ``SHOW`` dumps; a ``ctl_mboxlist -d`` JSON dump has entries but no key/value records):
 
+- ``cyrus_fleet`` (`read_fleet`): one row per file (`FLEET`): what it is (format, size,
+  SHA-256, record, mailbox and problem counts) and, computed in the same task from the one read,
+  the findings of every per-file check (`checks.run_checks`, as `findings.SCHEMA` structs) and
+  every ACL entry (`checks.acl_report`). `read_fleet` computes it at once, and the canonical
+  frames (`CyrusFrames`: ``files``, ``findings``, ``acl``, ``sharing``) are views of it.
 - ``cyrus_mailboxes`` (`read_records`): one row per live record, `RECORDS`: ``seq`` is the
   record's 0-based position in its file (key order for twoskip/skiplist, file order for a dump);
   ``kind``, ``user`` and ``namespace`` (``U``/``S`` for RACL keys of either generation) come from
   `records.classify_key`; ``name`` is the intname (a 3.6+ dbname converted). Integrity problems
-  are not rows here; they are `fleet_findings`' ``integrity`` findings.
-- ``cyrus_findings`` (`fleet_findings`): `checks.run_checks` of each file, as `findings.SCHEMA`.
-- ``cyrus_sharing`` (`fleet_sharing`): `checks.sharing_report` of each file, not pseudonymised.
+  are not rows here; they are the ``integrity`` findings.
 
 Options: ``paths`` (JSON list) or ``path``; ``version``, ``admins`` (JSON list), ``as_of`` (ISO
 instant) and ``default_domain`` where they apply. The functions take paths as given, made
 absolute (the ``file`` column and the findings' ``detail.file``). A missing or unreadable path
 is an InputError on the driver before any job. A file that is no database (or a malformed dump)
-fails in the executor with an InputError naming it: `fleet_findings` and `fleet_sharing` compute
-their (small) frames at once and re-raise it on the driver as that InputError; `read_records`
-stays lazy, so it surfaces at the action, wrapped, and `errors.explain` recovers the line.
-String columns show invalid UTF-8 as U+FFFD; ``key`` and ``value`` keep the exact bytes.
+fails in the executor with an InputError naming it: `read_fleet` computes its frame at once and
+re-raises it on the driver as that InputError; `read_records` stays lazy, so it surfaces at the
+action, wrapped, and `errors.explain` recovers the line. String columns show invalid UTF-8 as
+U+FFFD; ``key`` and ``value`` keep the exact bytes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqforensics.errors import ConfigError, InputError
-from mqforensics.findings import SCHEMA as FINDINGS_SCHEMA
+from mqforensics.errors import ConfigError
 from mqforensics.spark import computed
 from mqforensics.systems.cyrus import audit, checks, records
 from mqforensics.systems.cyrus.checks import Database
@@ -47,10 +48,37 @@ RECORDS = (
     "file string, seq int, key binary, value binary, kind string, name string, user string, "
     "namespace string"
 )
+FILES = (
+    "file string, format string, size bigint, sha256 string, records bigint, mailboxes bigint, "
+    "problems int, undecodable int, complete boolean, bare_userids bigint"
+)
+FINDING = (
+    "`check`: string, severity: string, system: string, queue: string, scope: string, "
+    "subject: string, observed_at: timestamp, bytes: bigint, detail: string"
+)
+ACL_FIELDS = (
+    ("mailbox", "string"),
+    ("owner", "string"),
+    ("identifier", "string"),
+    ("userid", "string"),
+    ("rights", "string"),
+    ("negative", "boolean"),
+    ("tombstone", "boolean"),
+    ("intermediate", "boolean"),
+    ("own_rights", "boolean"),
+    ("admin", "boolean"),
+    ("shown", "boolean"),
+    ("effective", "boolean"),
+    ("grantee_address", "string"),
+    ("owner_address", "string"),
+)
+ACL = ", ".join(f"{name}: {kind}" for name, kind in ACL_FIELDS)
+FLEET = f"{FILES}, findings array<struct<{FINDING}>>, acl array<struct<{ACL}>>"
 SHARING = (
     "file string, owner string, mailbox string, grantee string, rights string, negative boolean, "
     "effective boolean"
 )
+_STRINGS = {name for name, kind in ACL_FIELDS if kind == "string"}
 
 
 @dataclass
@@ -102,6 +130,37 @@ def record_rows(db: Database) -> Iterator[tuple]:
         yield (db.source, seq, key, value, info.kind, _text(name), _text(info.user), namespace)
 
 
+def fleet_row(
+    db: Database,
+    version: str = checks.DEFAULT_VERSION,
+    admins: Sequence[str] = checks.DEFAULT_ADMINS,
+    as_of: dt.datetime | None = None,
+    default_domain: str | None = None,
+) -> tuple:
+    """The `FLEET` row of one loaded input: what it is, its findings and its ACL entries."""
+    found = checks.run_checks(db, version, admins, as_of, default_domain)
+    acl = checks.acl_report(db.entries, admins, default_domain)
+    bare = checks.bare_userids(acl)
+    entries = len(db.entries) + len(db.undecodable)
+    return (
+        db.source,
+        db.format,
+        db.size,
+        db.sha256,
+        len(db.items) if db.items is not None else entries,
+        entries,
+        len(db.problems),
+        len(db.undecodable),
+        not db.problems,
+        bare,
+        [f.as_row() for f in found],
+        [
+            tuple(_text(r[name]) if name in _STRINGS else r[name] for name, _ in ACL_FIELDS)
+            for r in acl
+        ],
+    )
+
+
 class _FilesReader(DataSourceReader):
     """One partition per file; `rows` turns one loaded file into rows of the source's schema."""
 
@@ -123,34 +182,15 @@ class CyrusMailboxesReader(_FilesReader):
         return record_rows(db)
 
 
-class CyrusFindingsReader(_FilesReader):
+class CyrusFleetReader(_FilesReader):
     def rows(self, db: Database) -> Iterator[tuple]:
         as_of = self.options.get("as_of")
-        found = checks.run_checks(
+        yield fleet_row(
             db,
             self.options.get("version") or checks.DEFAULT_VERSION,
             _admins(self.options),
             dt.datetime.fromisoformat(as_of) if as_of else None,
             self.options.get("default_domain") or None,
-        )
-        return (f.as_row() for f in found)
-
-
-class CyrusSharingReader(_FilesReader):
-    def rows(self, db: Database) -> Iterator[tuple]:
-        domain = self.options.get("default_domain") or None
-        report = checks.sharing_report(db.entries, _admins(self.options), domain)
-        return (
-            (
-                db.source,
-                r["owner"],
-                r["mailbox"],
-                r["grantee"],
-                r["rights"],
-                r["negative"],
-                r["effective"],
-            )
-            for r in report
         )
 
 
@@ -168,35 +208,21 @@ class CyrusMailboxesSource(DataSource):
         return CyrusMailboxesReader(dict(self.options))
 
 
-class CyrusFindingsSource(DataSource):
-    """``spark.read.format("cyrus_findings")``: `checks.run_checks` of each file."""
+class CyrusFleetSource(DataSource):
+    """``spark.read.format("cyrus_fleet")``: one row per file, its findings and ACL entries."""
 
     @classmethod
     def name(cls) -> str:
-        return "cyrus_findings"
+        return "cyrus_fleet"
 
     def schema(self) -> str:
-        return FINDINGS_SCHEMA
+        return FLEET
 
-    def reader(self, schema: Any) -> CyrusFindingsReader:
-        return CyrusFindingsReader(dict(self.options))
-
-
-class CyrusSharingSource(DataSource):
-    """``spark.read.format("cyrus_sharing")``: `checks.sharing_report` of each file."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "cyrus_sharing"
-
-    def schema(self) -> str:
-        return SHARING
-
-    def reader(self, schema: Any) -> CyrusSharingReader:
-        return CyrusSharingReader(dict(self.options))
+    def reader(self, schema: Any) -> CyrusFleetReader:
+        return CyrusFleetReader(dict(self.options))
 
 
-SOURCES = (CyrusMailboxesSource, CyrusFindingsSource, CyrusSharingSource)
+SOURCES = (CyrusMailboxesSource, CyrusFleetSource)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,19 +232,7 @@ def _checked(paths: Sequence[str | Path]) -> list[str]:
     """`paths` made absolute, each a readable file named once; InputError/ConfigError if not."""
     if isinstance(paths, str | Path):
         paths = [paths]
-    out: list[str] = []
-    for given in paths:
-        path = Path(given).absolute()
-        if not path.is_file():
-            raise InputError(f"{path}: no such file")
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{path}: not readable")
-        if str(path) in out:
-            raise ConfigError(f"{path} is given twice")
-        out.append(str(path))
-    if not out:
-        raise ConfigError("no mailboxes.db file given")
-    return out
+    return [str(path.absolute()) for path in audit.checked_paths(paths)]
 
 
 def _load(spark: SparkSession, source: type[DataSource], options: dict[str, str]) -> DataFrame:
@@ -232,35 +246,79 @@ def read_records(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     return _load(spark, CyrusMailboxesSource, {"paths": json.dumps(_checked(paths))})
 
 
-def fleet_findings(
+@dataclass
+class CyrusFrames:
+    """The canonical frames of an audited fleet, views of the one computed read (`fleet`):
+
+    - `files`: one row per input (`FILES`);
+    - `findings`: every per-file check's findings (`findings.SCHEMA`), which each `Check`
+      selects by name;
+    - `acl`: every ACL entry of every mailbox record, with ``file`` (`checks.acl_report`);
+    - `sharing`: who can see whose mailbox (`SHARING`), not pseudonymised;
+    - `records()`: every live key/value record (`read_records`, a second, lazy read).
+    """
+
+    spark: SparkSession
+    fleet: DataFrame
+    paths: list[str]
+    version: str = checks.DEFAULT_VERSION
+    admins: list[str] = field(default_factory=lambda: list(checks.DEFAULT_ADMINS))
+    default_domain: str | None = None
+
+    @property
+    def files(self) -> DataFrame:
+        return self.fleet.select(*(column.split()[0] for column in FILES.split(", ")))
+
+    @property
+    def findings(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self.fleet.select(F.explode("findings").alias("f")).select("f.*")
+
+    @property
+    def acl(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self.fleet.select("file", F.explode("acl").alias("a")).select("file", "a.*")
+
+    @property
+    def sharing(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self.acl.where(F.col("shown")).select(
+            "file",
+            "owner",
+            "mailbox",
+            F.col("userid").alias("grantee"),
+            "rights",
+            "negative",
+            "effective",
+        )
+
+    def records(self) -> DataFrame:
+        return read_records(self.spark, self.paths)
+
+    def close(self) -> None:
+        self.fleet.unpersist()
+
+
+def read_fleet(
     spark: SparkSession,
     paths: Sequence[str | Path],
     version: str = checks.DEFAULT_VERSION,
     admins: Sequence[str] = checks.DEFAULT_ADMINS,
     as_of: dt.datetime | None = None,
     default_domain: str | None = None,
-) -> DataFrame:
-    """`checks.run_checks` of every file, run in the executors (one task per file), as
-    `findings.SCHEMA`; computed at once. A naive `as_of` is taken as UTC."""
-    options = {"paths": json.dumps(_checked(paths)), "version": version}
+) -> CyrusFrames:
+    """Every file read and checked in the executors (one task per file), computed at once, as
+    `CyrusFrames`. A naive `as_of` is taken as UTC."""
+    checked = _checked(paths)
+    options = {"paths": json.dumps(checked), "version": version}
     options["admins"] = json.dumps(list(admins))
     if as_of is not None:
         utc = as_of.replace(tzinfo=dt.UTC) if as_of.tzinfo is None else as_of.astimezone(dt.UTC)
         options["as_of"] = utc.isoformat()
     if default_domain:
         options["default_domain"] = default_domain
-    return computed(_load(spark, CyrusFindingsSource, options))
-
-
-def fleet_sharing(
-    spark: SparkSession,
-    paths: Sequence[str | Path],
-    admins: Sequence[str] = checks.DEFAULT_ADMINS,
-    default_domain: str | None = None,
-) -> DataFrame:
-    """`checks.sharing_report` of every file (`SHARING`, with ``file``), not pseudonymised;
-    computed at once."""
-    options = {"paths": json.dumps(_checked(paths)), "admins": json.dumps(list(admins))}
-    if default_domain:
-        options["default_domain"] = default_domain
-    return computed(_load(spark, CyrusSharingSource, options))
+    fleet = computed(_load(spark, CyrusFleetSource, options))
+    return CyrusFrames(spark, fleet, checked, version, list(admins), default_domain)

@@ -1,38 +1,48 @@
-"""The Cyrus planner: a `mailboxes.db` and a policy in, RACL repairs and DELETEACL actions out.
+"""The Cyrus planner: an audit's findings and a policy in, RACL repairs and DELETEACLs out.
 
-Two rule kinds apply to system ``cyrus`` (docs/cyrus.md, "Plans"):
+It reads only the findings (``findings.raw.json``: exact keys, identifiers and mailbox names),
+never a database: each anomaly is defined once, in its check. Two rule kinds apply to system
+``cyrus`` (docs/cyrus.md, "Plans"):
 
 * ``racl_repair``: every key the checks call `racl_missing` becomes a `RACL_ADD`, every
-  `racl_stale`/`racl_forbidden` key a `RACL_REMOVE`. Cyrus's own rebuild (`ctl_cyrusdb -r`
-  after removing the marker) only ever *adds* keys on 3.6+ and leaves stale ``AU`` keys behind
-  (cyrus.md §4.4), so key-level removals are always planned; the adds are deferred to a rebuild
-  when most expected keys are missing, or when the marker says another rule made the keys.
-* ``erase_subject``: every grant *to* the data subject and every grant *on* a mailbox the
-  subject owns (to anyone but the owner) becomes a `DELETE_ACL`, applied over IMAP with admin
-  credentials. The owner's own rights, admins' rights and grants kept in tombstone records are
-  deferred with the reason. Identifiers are matched by the SHA-256 of the address they stand
-  for (a bare userid is in ``defaultdomain``).
+  `racl_stale`/`racl_forbidden` key a `RACL_REMOVE`, on the database (``file``) the finding
+  came from. Cyrus's own rebuild (`ctl_cyrusdb -r` after removing the marker) only ever *adds*
+  keys on 3.6+ and leaves stale ``AU`` keys behind (cyrus.md §4.4), so key-level removals are
+  always planned; a file's adds are deferred to a rebuild when most of its expected keys are
+  missing (``expected_keys`` of its `racl_missing` findings), or when its marker is wrong
+  (`racl_marker`).
+* ``erase_subject``: every ACL entry the audit's ``personal_data`` check found holding a
+  subject of the rule, as grantee or as the mailbox's owner, becomes a `DELETE_ACL`, applied
+  over IMAP with admin credentials. The owner's own rights, admins' rights and entries kept in
+  tombstone or intermediate records are deferred with the reason. An entry found in several
+  databases (a murder's frontend and backend) is one action citing each finding.
 
-Actions go in this order: removals, additions, then DELETEACLs. A key the plan's DELETEACLs make
-unnecessary is not added.
+A database the audit could not read whole (`integrity`, `undecodable_record` findings) is
+refused: a plan from a partial read could miss grants or remove needed keys. Actions go in this
+order: removals, additions, then DELETEACLs; a key the plan's DELETEACLs make unnecessary is not
+added. Every action and deferral cites the findings that justify it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from mqforensics.errors import ConfigError
 from mqforensics.retention.manifest import Action, Deferred
-from mqforensics.retention.policy import Policy, Rule, subject_hash
-from mqforensics.systems.cyrus import checks, records
-from mqforensics.systems.cyrus.checks import Database, canonical_user
-from mqforensics.systems.cyrus.records import MailboxEntry
+from mqforensics.spec import PlanParts
+
+if TYPE_CHECKING:
+    from mqforensics.retention.policy import Policy, Rule
 
 SYSTEM = "cyrus"
 RACL_REMOVE = "cyrus.racl_remove"
 RACL_ADD = "cyrus.racl_add"
 DELETE_ACL = "cyrus.delete_acl"
 KINDS = (RACL_REMOVE, RACL_ADD, DELETE_ACL)
+RACL_REPAIR = "racl_repair"
+ERASE_SUBJECT = "erase_subject"
+PERSONAL_DATA = "personal_data"
 
 # More than this share of the expected keys missing: a rebuild is the repair.
 REBUILD_SHARE = 0.5
@@ -46,166 +56,209 @@ OWNER_RIGHTS = "the owner's own rights: delete or rename the user's mailboxes in
 ADMIN_RIGHTS = "an admin's rights: admins keep access through the admins: option"
 TOMBSTONE = "kept in a tombstone record, not a live mailbox: no DELETEACL can reach it"
 INTERMEDIATE = "an intermediate mailbox record: no DELETEACL can reach it"
+DISAGREE = (
+    "the audited databases disagree on this entry ({}): audit copies taken at one time, "
+    "then plan again"
+)
+UNEXPECTED = ("racl_stale", "racl_forbidden")
 
 
-@dataclass
-class CyrusPlan:
-    actions: list[Action]
-    deferred: list[Deferred]
-    notes: list[str] = field(default_factory=list)
+def refuse_partial_reads(findings: list[dict[str, Any]]) -> None:
+    """A ConfigError naming the first database the audit could not read whole."""
+    problems: dict[str, list[dict[str, Any]]] = {}
+    undecodable: dict[str, list[dict[str, Any]]] = {}
+    for row in findings:
+        if row["check"] == "integrity":
+            problems.setdefault(row["detail"]["file"], []).append(row)
+        elif row["check"] == "undecodable_record":
+            undecodable.setdefault(row["detail"]["file"], []).append(row)
+    for file, rows in sorted(problems.items()):
+        first = min(rows, key=lambda r: r["detail"]["offset"])["detail"]
+        raise ConfigError(
+            f"{file}: {len(rows)} integrity problem(s), first {first['kind']} at offset "
+            f"{first['offset']:#x} ({first['problem']}): a plan from a partial read could miss "
+            "keys or grants; audit a whole copy (or a dump) and plan from that audit"
+        )
+    for file, rows in sorted(undecodable.items()):
+        raise ConfigError(
+            f"{file}: {len(rows)} mailbox record(s) do not decode (first key "
+            f"{rows[0]['subject']}): their ACLs are unknown, so no plan is made"
+        )
 
 
-def key_target(key: bytes) -> dict[str, str]:
-    """A RACL action's target: the key's bytes in hex (keys hold control bytes)."""
-    return {"key_hex": key.hex()}
+def _key_target(file: str, detail: dict[str, Any]) -> dict[str, str]:
+    """A RACL action's target: the database it was found in and the key's bytes in hex."""
+    return {"file": file, "key_hex": detail["key_hex"]}
 
 
-def subject_of(ident: str, default_domain: str | None) -> str | None:
-    """The SHA-256 of the address an identifier stands for; None for anyone/groups/bare ids
-    without a default domain."""
-    bare = ident.removeprefix("-")
-    if bare in checks.PUBLIC or bare.startswith("group:"):
-        return None
-    if "@" not in bare:
-        if not default_domain:
-            return None
-        bare = f"{bare}@{default_domain}"
-    return subject_hash(bare)
-
-
-def _racl_actions(
-    db: Database,
+def _racl_plan(
+    findings: list[dict[str, Any]],
     rules: list[Rule],
-    version: str,
-    admins: Sequence[str],
     removed_grants: set[tuple[str, str]],
     notes: list[str],
 ) -> tuple[list[Action], list[Deferred]]:
     rule_ids = tuple(r.id for r in rules)
-    marker = checks.racl_marker(db, version)
-    missing = checks.racl_missing(db, version, admins)
-    unexpected = checks.racl_unexpected(db, version, admins)
-    expected = records.expected_racls(db.entries, version, admins)
-    actions: list[Action] = []
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for row in findings:
+        if row["check"] in ("racl_marker", "racl_missing", *UNEXPECTED):
+            by_file.setdefault(row["detail"]["file"], []).append(row)
+    removals: list[Action] = []
+    additions: list[Action] = []
     deferred: list[Deferred] = []
-    for finding in unexpected:
-        d = finding.detail
-        key = bytes.fromhex(d["key_hex"])
-        reason = f"{finding.check}: {d['reason']}"
-        precondition = {"present": True, "mailbox": d["mailbox"], "identifier": d["identifier"]}
-        actions.append(Action(RACL_REMOVE, key_target(key), precondition, rule_ids, 0, 0, reason))
-    rebuild = bool(marker) or (expected and len(missing) > REBUILD_SHARE * len(expected))
-    for finding in missing:
-        d = finding.detail
-        if (d["mailbox"], d["identifier"]) in removed_grants:
-            continue  # the plan's DELETEACL removes the grant that needs it
-        key = bytes.fromhex(d["key_hex"])
-        if rebuild:
-            deferred.append(Deferred(RACL_ADD, key_target(key), rule_ids, REBUILD))
-            continue
-        precondition = {
-            "present": False,
-            "mailbox": d["mailbox"],
-            "identifier": d["identifier"],
-            "rights": d["rights"],
-        }
-        reason = "racl_missing: the grantee cannot LIST the mailbox"
-        actions.append(Action(RACL_ADD, key_target(key), precondition, rule_ids, 0, 0, reason))
-    if marker:
-        problems = sorted({f.detail["problem"] for f in marker})
-        notes.append(
-            f"the RACL marker is wrong ({', '.join(problems)}): fix reverseacls in imapd.conf and "
-            "restart, ctl_cyrusdb -r then rebuilds the keys; missing keys are left to it"
+    for file, rows in sorted(by_file.items()):
+        marker = [r for r in rows if r["check"] == "racl_marker"]
+        missing = sorted(
+            (r for r in rows if r["check"] == "racl_missing"), key=lambda r: r["detail"]["key_hex"]
         )
-    elif rebuild:
-        notes.append(
-            f"{len(missing)} of {len(expected)} expected RACL keys are missing: a rebuild is "
-            "planned instead of single adds (see the deferred items)"
+        unexpected = sorted(
+            (r for r in rows if r["check"] in UNEXPECTED), key=lambda r: r["detail"]["key_hex"]
         )
-    return actions, deferred
+        for row in unexpected:
+            d = row["detail"]
+            precondition = {"present": True, "mailbox": d["mailbox"], "identifier": d["identifier"]}
+            removals.append(
+                Action(
+                    RACL_REMOVE,
+                    _key_target(file, d),
+                    precondition,
+                    rule_ids,
+                    0,
+                    0,
+                    f"{row['check']}: {d['reason']}",
+                    findings=(row["id"],),
+                )
+            )
+        expected = max((r["detail"]["expected_keys"] for r in missing), default=0)
+        rebuild = bool(marker) or (expected > 0 and len(missing) > REBUILD_SHARE * expected)
+        for row in missing:
+            d = row["detail"]
+            if (d["mailbox"], d["identifier"]) in removed_grants:
+                continue  # the plan's DELETEACL removes the grant that needs it
+            target = _key_target(file, d)
+            if rebuild:
+                deferred.append(Deferred(RACL_ADD, target, rule_ids, REBUILD, (row["id"],)))
+                continue
+            precondition = {
+                "present": False,
+                "mailbox": d["mailbox"],
+                "identifier": d["identifier"],
+                "rights": d["rights"],
+            }
+            additions.append(
+                Action(
+                    RACL_ADD,
+                    target,
+                    precondition,
+                    rule_ids,
+                    0,
+                    0,
+                    "racl_missing: the grantee cannot LIST the mailbox",
+                    findings=(row["id"],),
+                )
+            )
+        if marker:
+            problems = sorted({r["detail"]["problem"] for r in marker})
+            notes.append(
+                f"the RACL marker of {file} is wrong ({', '.join(problems)}): fix reverseacls in "
+                "imapd.conf and restart, ctl_cyrusdb -r then rebuilds the keys; missing keys are "
+                "left to it"
+            )
+        elif rebuild:
+            notes.append(
+                f"{len(missing)} of {expected} expected RACL keys of {file} are missing: a "
+                "rebuild is planned instead of single adds (see the deferred items)"
+            )
+    return removals + additions, deferred
+
+
+def _deferral(detail: dict[str, Any]) -> str | None:
+    if detail["tombstone"]:
+        return TOMBSTONE
+    if detail["intermediate"]:
+        return INTERMEDIATE
+    if detail["own_rights"]:
+        return OWNER_RIGHTS
+    if detail["admin"]:
+        return ADMIN_RIGHTS
+    return None
 
 
 def _erasure(
-    entries: list[MailboxEntry],
-    rules: list[Rule],
-    admins: Sequence[str],
-    default_domain: str | None,
-    notes: list[str],
+    findings: list[dict[str, Any]], rules: list[Rule], notes: list[str]
 ) -> tuple[list[Action], list[Deferred]]:
+    """DELETEACLs of every ACL entry a ``personal_data`` finding holds for a rule's subject,
+    one per (mailbox, identifier) whichever databases it was found in."""
+    entries: dict[tuple[str, str], list[tuple[dict[str, Any], list[Rule]]]] = {}
+    for row in findings:
+        if row["check"] != PERSONAL_DATA:
+            continue
+        held = set(row["detail"]["subjects"])
+        matched = [r for r in rules if held & set(r.subjects)]
+        if matched:
+            d = row["detail"]
+            entries.setdefault((d["mailbox"], d["identifier"]), []).append((row, matched))
     actions: list[Action] = []
     deferred: list[Deferred] = []
-    bare_ids = 0
-    for entry in entries:
-        owner = records.owner_of(entry.name)
-        owner_hash = subject_of(owner, default_domain) if owner else None
-        for ident, rights in entry.acl:
-            ident_hash = subject_of(ident, default_domain)
-            bare_ids += "@" not in ident and ident_hash is None and not default_domain
-            matched = [r for r in rules if ident_hash in r.subjects or owner_hash in r.subjects]
-            if not matched:
-                continue
-            target = {"mailbox": entry.name, "identifier": ident}
-            rule_ids = tuple(r.id for r in matched)
-            is_owner = owner is not None and canonical_user(ident, default_domain) == owner
-            reason = None
-            if entry.deleted:
-                reason = TOMBSTONE
-            elif entry.intermediate:
-                reason = INTERMEDIATE
-            elif is_owner:
-                reason = OWNER_RIGHTS
-            elif ident in admins:
-                reason = ADMIN_RIGHTS
-            if reason is not None:
-                deferred.append(Deferred(DELETE_ACL, target, rule_ids, reason))
-                continue
-            why = (
-                GRANT_TO_SUBJECT
-                if any(ident_hash in r.subjects for r in matched)
-                else (GRANT_ON_SUBJECTS_MAILBOX)
-            )
-            actions.append(Action(DELETE_ACL, target, {"rights": rights}, rule_ids, 0, 0, why))
+    for (mailbox, ident), found in sorted(entries.items()):
+        target = {"mailbox": mailbox, "identifier": ident}
+        ids = tuple(sorted(row["id"] for row, _ in found))
+        selecting = {rule.id for _, matched in found for rule in matched}
+        rule_ids = tuple(rule.id for rule in rules if rule.id in selecting)  # policy order
+        states = {(row["detail"]["rights"], _deferral(row["detail"])) for row, _ in found}
+        if len(states) > 1:
+            seen = "; ".join(sorted(f"{rights} ({why or 'live'})" for rights, why in states))
+            deferred.append(Deferred(DELETE_ACL, target, rule_ids, DISAGREE.format(seen), ids))
+            continue
+        ((rights, why),) = states
+        if why is not None:
+            deferred.append(Deferred(DELETE_ACL, target, rule_ids, why, ids))
+            continue
+        to_subject = any(
+            set(rule.subjects) & set(row["detail"]["grantee_subjects"])
+            for row, matched in found
+            for rule in matched
+        )
+        reason = GRANT_TO_SUBJECT if to_subject else GRANT_ON_SUBJECTS_MAILBOX
+        actions.append(
+            Action(DELETE_ACL, target, {"rights": rights}, rule_ids, 0, 0, reason, findings=ids)
+        )
     if actions:
         notes.append(
             "after the DELETEACLs, mailboxes.db keeps the old ACL values until Cyrus's next "
             "checkpoint repacks it: audit it again (unreclaimed_history) and run a checkpoint "
             "(ctl_cyrusdb -c) before declaring the erasure done"
         )
-    if bare_ids:
-        notes.append(
-            f"{bare_ids} ACL entries name a userid without a domain: they were matched only "
-            "as mailbox owners; give --default-domain to match them as grantees"
-        )
     return actions, deferred
 
 
-def plan_cleanup(
-    db: Database,
-    policy: Policy,
-    *,
-    version: str = checks.DEFAULT_VERSION,
-    admins: Sequence[str] = checks.DEFAULT_ADMINS,
-    default_domain: str | None = None,
-) -> CyrusPlan:
-    """The actions `policy` asks for on `db` (a complete read of one `mailboxes.db`)."""
+def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:
+    """The actions `policy` asks for on the audited databases, from the audit's `findings`
+    (exact keys) and its `manifest` (the inputs, the server settings)."""
+    refuse_partial_reads(findings)
     notes: list[str] = []
-    erase_rules = policy.rules_of("erase_subject", SYSTEM)
-    repair_rules = policy.rules_of("racl_repair", SYSTEM)
-    erase_actions, erase_deferred = (
-        _erasure(db.entries, erase_rules, admins, default_domain, notes)
-        if erase_rules
-        else ([], [])
-    )
+    inputs = [i for i in manifest.get("inputs") or () if isinstance(i, dict)]
+    erase_rules = policy.rules_of(ERASE_SUBJECT, SYSTEM)
+    repair_rules = policy.rules_of(RACL_REPAIR, SYSTEM)
+    erase_actions: list[Action] = []
+    erase_deferred: list[Deferred] = []
+    if erase_rules:
+        erase_actions, erase_deferred = _erasure(findings, erase_rules, notes)
+        bare = sum(int(i.get("bare_userids") or 0) for i in inputs)
+        if bare:
+            notes.append(
+                f"{bare} ACL entries name a userid without a domain and the audit had no "
+                "--default-domain: they match no erasure request, as grantee or as owner; audit "
+                "again with --default-domain to match them"
+            )
     removed = {(a.target["mailbox"], a.target["identifier"]) for a in erase_actions}
     racl_actions: list[Action] = []
     racl_deferred: list[Deferred] = []
     if repair_rules:
-        if db.items is None:
-            notes.append(f"{db.source} holds mailbox entries only: no RACL repair is possible")
-        else:
-            racl_actions, racl_deferred = _racl_actions(
-                db, repair_rules, version, admins, removed, notes
-            )
-    order = {kind: i for i, kind in enumerate(KINDS)}
-    actions = sorted(racl_actions, key=lambda a: order[a.kind]) + erase_actions
-    return CyrusPlan(actions, racl_deferred + erase_deferred, notes)
+        for item in inputs:
+            if item.get("format") == "ctl_mboxlist":
+                notes.append(
+                    f"{item['location']} holds mailbox entries only (ctl_mboxlist -d): no RACL "
+                    "repair is possible from it"
+                )
+        racl_actions, racl_deferred = _racl_plan(findings, repair_rules, removed, notes)
+    return PlanParts(racl_actions + erase_actions, racl_deferred + erase_deferred, notes)

@@ -10,11 +10,9 @@ pseudonymised identifier and mailbox, so every subject stays unique and comparab
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from mqforensics.findings import Finding
 from mqforensics.privacy import pseudonymize_address, pseudonymize_text
 from mqforensics.systems.cyrus import checks, records
 
@@ -57,30 +55,45 @@ def _racl_subject(original: str, detail: dict[str, Any]) -> str | None:
     return checks.visible(records.racl_key(key_format, namespace == "S", ident, name))
 
 
-def finding(f: Finding, admins: Sequence[str] = (), salt: str = "") -> Finding:
-    """`f` with every identifier and mailbox name in its subject and detail pseudonymised."""
-    detail = dict(f.detail)
+def hide_finding(row: dict[str, Any], salt: str = "") -> dict[str, Any]:
+    """A finding (``detail`` decoded) with every identifier and mailbox name in its subject and
+    detail pseudonymised, and the exact RACL key (``key_hex``) dropped: the system's
+    `hide_finding`, after the runner pseudonymised plain addresses. An admin's identifier (a
+    ``racl_forbidden`` key of reason ``admin``, a ``personal_data`` entry marked ``admin``) is
+    kept, as admins are everywhere else."""
+    detail = dict(row.get("detail") or {})
+    check, subject = row["check"], row["subject"]
     detail.pop("key_hex", None)  # the exact key names the user: only with --reveal-addresses
-    for key in ("identifier", "canonical"):
-        if key in detail:
-            detail[key] = identifier(detail[key], admins, salt)
+    admin = detail.get("reason") == "admin" or detail.get("admin") is True
+    for key in ("identifier", "canonical", "owner"):
+        if key in detail and not (admin and key == "identifier"):
+            detail[key] = identifier(detail[key], (), salt)
     for key in ("mailbox", "inbox"):
         if key in detail:
             detail[key] = mailbox(detail[key], salt)
     if "grants" in detail:
         detail["grants"] = [{**g, "mailbox": mailbox(g["mailbox"], salt)} for g in detail["grants"]]
-    subject = f.subject
-    if f.check in ("racl_missing", "racl_stale", "racl_forbidden"):
-        subject = _racl_subject(f.subject, detail) or f"(pseudonymised {f.check} key)"
-    elif f.check in ("dangling_acl_identifier", "noncanonical_acl_identifier"):
-        subject = identifier(f.subject, admins, salt) or f.subject
-    elif f.check == "undecodable_record":
-        detail.pop("key_hex", None)
-        subject = pseudonymize_text(mailbox(f.subject, salt) or "", salt)
+    if check in ("racl_missing", "racl_stale", "racl_forbidden"):
+        subject = _racl_subject(subject, detail) or f"(pseudonymised {check} key)"
+    elif check in ("dangling_acl_identifier", "noncanonical_acl_identifier"):
+        subject = identifier(subject, (), salt) or subject
+    elif check == "undecodable_record":
+        subject = pseudonymize_text(mailbox(subject, salt) or "", salt)
         detail["problem"] = pseudonymize_text(str(detail.get("problem", "")), salt)
-    elif f.check in ("cross_domain_share", "anyone_share"):
+    elif check in ("cross_domain_share", "anyone_share", "personal_data"):
         subject = f"{checks.visible(detail['mailbox'])} {checks.visible(detail['identifier'])}"
-    return dataclasses.replace(f, subject=subject, detail=detail)
+    return {**row, "subject": subject, "detail": detail}
+
+
+def sharing_row(row: dict[str, Any], admins: Sequence[str] = ()) -> dict[str, Any]:
+    """A row of the sharing report (``sharing.json``) with owner, grantee and mailbox
+    pseudonymised (admins, ``anyone`` and groups kept)."""
+    return {
+        **row,
+        "owner": identifier(row["owner"], admins),
+        "grantee": identifier(row["grantee"], admins),
+        "mailbox": mailbox(row["mailbox"]),
+    }
 
 
 def target(value: dict[str, Any], salt: str = "") -> dict[str, Any]:

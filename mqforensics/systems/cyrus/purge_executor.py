@@ -310,11 +310,21 @@ def _imap_admin(args: argparse.Namespace) -> ImapAdmin:
 
 
 def build_executors(plan: Plan, args: argparse.Namespace) -> list[Any]:
-    """The executors a Cyrus plan's action kinds need, from the purge command line."""
+    """The executors a Cyrus plan's action kinds need, from the purge command line and the
+    plan header's inputs (the version and admins the rules were applied with). RACL actions
+    change one server's database (``--cyrus-config``): a plan repairing the keys of several
+    audited databases is refused."""
     kinds = _kinds(plan)
     inputs = plan.header.get("inputs") or {}
     executors: list[Any] = []
     if kinds & {RACL_ADD, RACL_REMOVE}:
+        files = sorted({str(a.target.get("file")) for a in _planned(plan, (RACL_ADD, RACL_REMOVE))})
+        if len(files) > 1:
+            raise ConfigError(
+                f"the plan changes the RACL keys of {len(files)} databases ({', '.join(files)}): "
+                "--cyrus-config names one server's mailboxes.db; plan each backend from an "
+                "audit of its own database"
+            )
         config = getattr(args, "cyrus_config", None)
         if not config:
             raise ConfigError(

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from mqforensics import findings
 from mqforensics.errors import InputError
+from mqforensics.systems.james.blob_ids import PASSTHROUGH
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,6 +43,10 @@ class AuditOptions:
     # Whether the blob reference sources given (the mail queue view) are all of James's
     # referrers of the default bucket. Mailbox messages share it, so by default they are not.
     references_complete: bool = False
+    # The data subjects searched (keyed hashes, `mqforensics.subjects`) and their key: every
+    # view row holding one is a `personal_data` finding. None searched: no such finding.
+    subjects: frozenset[str] = frozenset()
+    subject_key: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,9 @@ class Context:
     marked: DataFrame = field(init=False)
     # The live rows (no marker in deletedmailsv2), with their queue's browse and content starts.
     live: DataFrame = field(init=False)
+    # Whether `marked` holds every consumed row naming a listed passthrough blob (flag
+    # ``blob``): when the listing is small enough to send to every task.
+    blobs_marked: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -96,7 +104,16 @@ class Context:
         keys = _observed(counted, "keys", lambda: live_keys.limit(BROADCAST_ROWS + 1).count())
         if keys <= BROADCAST_ROWS:
             live_keys = F.broadcast(live_keys)
-        marked = keep(marked_rows(self.state, self.history, live_keys, self.early_kept))
+        # The listed passthrough blobs, when few, are looked up by the marking pass too: the
+        # rows naming one are kept (`consumed_blob` reads the consumed ones), which in a
+        # healthy store are live rows only (James deletes a consumed mail's passthrough blobs).
+        listed = None
+        if self.state.blobs is not None and self.few_blobs:
+            listed = F.broadcast(_passthrough_keys(self.state.blobs))
+        self.blobs_marked = listed is not None
+        marked = keep(
+            marked_rows(self.state, self.history, live_keys, self.early_kept, listed=listed)
+        )
         # A name the marking pass could not hash (not ASCII) is judged here, among few rows.
         judged = F.coalesce(F.col("wrong_bucket"), wrong_bucket(self.history), F.lit(False))
         self.marked = marked.withColumn("wrong_bucket", judged)
@@ -124,6 +141,16 @@ class Context:
         """`frame` (at most a row per listed blob) sent to every task when the listing is small
         (`few_blobs`), so the frame it is joined with is not shuffled; as it is otherwise."""
         return F.broadcast(frame) if self.few_blobs else frame
+
+    @functools.cached_property
+    def table(self) -> str:
+        """The enqueued table the view was read from (``enqueuedmailsv4`` or ``...v3``): what a
+        plan's partition and row deletions target."""
+        if self.state.table:
+            return self.state.table
+        # A state built by hand (tests) says no table: its rows do.
+        row = self.state.entries.select("table_version").first()
+        return f"enqueuedmails{(row[0] if row is not None else None) or 'v4'}"
 
     @property
     def window(self) -> int:
@@ -165,6 +192,8 @@ _AUDIT_COLUMNS = (
 )
 _KEY = ["queuename", "enqueueid"]
 _BLOB_IDS = ("headerblobid", "bodyblobid")
+# A row without an enqueue time cannot be shown old enough: it compares as the far future.
+_FAR_FUTURE = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
 PARTITION = ["queuename", "timerangestart", "bucketid"]
 # Keys (live mails, listed blobs) up to this many are sent to every task rather than shuffled
 # against the view: tens of megabytes at most.
@@ -238,19 +267,28 @@ def _early_rows() -> Column:
     return F.sum(F.when(_early(), F.col("rows")))
 
 
+def _passthrough_keys(blobs: DataFrame) -> DataFrame:
+    """The distinct keys of the listed blobs with passthrough ids (``key``)."""
+    return blobs.where(F.col("id_kind") == PASSTHROUGH).select("key").distinct()
+
+
 def marked_rows(
     state: JamesState,
     history: list[ConfigEvent],
     live: DataFrame,
     early: bool = False,
+    *,
+    listed: DataFrame | None = None,
 ) -> DataFrame:
     """The view rows some check reads one by one (`_AUDIT_COLUMNS` and their queue's starts),
     with `FLAGS`: ``live`` (its key is among the `_live_keys` `live`: what `classify` calls not
     ``consumed``), ``wrong_bucket`` (null, undecided, for a name that is not ASCII: `Context`
     judges those), ``wrong_slice``, ``early`` (in a partition `_early`, with its ``sender`` and
-    ``recipients`` and its ``metadata_bytes``; only when `early`, else false); only rows with
-    some flag set or undecided. The view is read once, each row's key looked up among the live
-    keys (sent to every task when few enough, so the view rows are never shuffled)."""
+    ``recipients`` and its ``metadata_bytes``; only when `early`, else false), and, when the
+    keys of `listed` blobs are given, ``blob`` (its header or body blob is one of them); only
+    rows with some flag set or undecided. The view is read once, each row's key looked up
+    among the live keys (sent to every task when few enough, so the view rows are never
+    shuffled)."""
     # A row with a null key part has no marker, and is live: told by the flag, so the lookup
     # is a plain equality of two fingerprints (null-safe keys hash four values per row).
     same_key = functools.reduce(
@@ -272,6 +310,12 @@ def marked_rows(
         "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
         "early": F.coalesce(_early(), F.lit(False)) if early else F.lit(False),
     }
+    if listed is not None:
+        # Two lookups of distinct keys (sent to every task): a row meets at most one of each.
+        for column, found in (("headerblobid", "listed_header"), ("bodyblobid", "listed_body")):
+            keys = listed.select(F.col("key").alias(found))
+            rows = rows.join(keys, F.col(column) == F.col(found), "left")
+        flags["blob"] = F.col("listed_header").isNotNull() | F.col("listed_body").isNotNull()
     # Addresses and bytes only for the rows `unreclaimed_slice` may count them for: the bytes
     # are computed here, for these few rows, rather than by the rollup for every row (its
     # collections' strings joined per row took most of a pass over the view: bench/).
@@ -346,6 +390,18 @@ def _iso(column: str) -> Column:
     return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss'Z'")
 
 
+def _iso_millis(column: str) -> Column:
+    """ISO-8601 UTC with milliseconds (``2026-11-03T10:00:00.000Z``), the one format of a
+    plan's instants: the purger compares them with what it reads live (the session time zone
+    is UTC, see spark.py)."""
+    return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+
+
+def _iso_micros(column: str) -> Column:
+    """ISO-8601 UTC with microseconds: an instant a plan compares with a cutoff, exactly."""
+    return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+
+
 def partition_subject() -> Column:
     return F.concat_ws("/", F.col("queuename"), _iso("timerangestart"), F.col("bucketid"))
 
@@ -377,7 +433,14 @@ def _finding(
 
 def unreclaimed_slice(ctx: Context) -> DataFrame:
     """Partitions James should have deleted but still holds: storage, tombstone load, and
-    personal data (addresses, headers) kept long after the mail left the queue."""
+    personal data (addresses, headers) kept long after the mail left the queue.
+
+    Each finding also carries what a cleanup plan needs to delete the partition and what the
+    purger re-checks: its rows' enqueue ids and those consumed (``markers``), its newest
+    enqueue time, the table, the queue's starts at exact milliseconds, the start of the
+    queue's first partition at or after contentStart that this check does not flag
+    (``first_kept_slice``: how far contentStart may move once flagged ones are gone) and the
+    slice window and largest bucket count James enumerates with."""
     partition = PARTITION
     # Only partitions before a queue's browse or content start are flagged. When their rows
     # are kept (all of them, with their live flags), the partitions are counted, flagged and
@@ -393,10 +456,19 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         flagged = _flagged(counts.join(live, partition, "left"))
         keys = F.broadcast(flagged.select(*partition))
         rows = ctx.state.entries.join(keys, partition, "left_semi").select(
-            *partition, *_BLOB_IDS, "sender", "recipients", metadata_bytes().alias("metadata_bytes")
+            *partition, *_BLOB_IDS, "sender", "recipients", "enqueueid", "enqueuedtime",
+            metadata_bytes().alias("metadata_bytes"),
+        )  # fmt: skip
+        # Each row's live flag, from the kept live rows (made distinct: one match per row).
+        live_keys = ctx.live.select(*partition, _row_key().alias("row_key")).distinct()
+        rows = rows.withColumn("row_key", _row_key()).join(
+            live_keys.withColumn("live", F.lit(True)), [*partition, "row_key"], "left"
         )
+        rows = rows.withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
         contents = _partition_contents(ctx, rows, partition).drop("rows", "live_rows")
         flagged = flagged.join(contents, partition)
+    flagged = flagged.join(F.broadcast(_first_kept_slices(ctx)), "queuename", "left")
+    bucket_counts = sorted({e.bucket_count for e in ctx.history})
     detail = F.struct(
         "reason",
         "rows",
@@ -404,8 +476,19 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         "metadata_bytes",
         "blob_bytes",
         "addresses",
-        _iso("browsestart").alias("browse_start"),
-        _iso("contentstart").alias("content_start"),
+        _iso_millis("browsestart").alias("browse_start"),
+        _iso_millis("contentstart").alias("content_start"),
+        F.lit(ctx.table).alias("table"),
+        _iso_millis("timerangestart").alias("timerangestart"),
+        "bucketid",
+        "enqueueids",
+        "markers",
+        F.when(F.col("newest") < F.lit(_FAR_FUTURE).cast("timestamp"), _iso_micros("newest")).alias(
+            "newest_enqueued_time"
+        ),
+        _iso_millis("first_kept").alias("first_kept_slice"),
+        F.lit(ctx.window).cast("long").alias("window_seconds"),
+        F.lit(bucket_counts[-1]).alias("bucket_count"),
     )
     return _finding(
         flagged,
@@ -416,6 +499,32 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         ctx.as_of,
         detail,
         F.col("metadata_bytes") + F.coalesce(F.col("blob_bytes"), F.lit(0)),
+    )
+
+
+def _row_key() -> Column:
+    """A row's enqueue id, with a null one as a text no id is (a keyless row is live)."""
+    return F.coalesce(F.col("enqueueid"), F.lit("\u0000"))
+
+
+def _first_kept_slices(ctx: Context) -> DataFrame:
+    """Per queue with a contentStart, ``first_kept``: the start of its first partition at or
+    after contentStart that `unreclaimed_slice` does not flag (one at or after browseStart, or
+    before it holding live mail); null when there is none. From the kept rollup and live
+    rows: two small aggregations."""
+    trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
+    after = (
+        ctx.rollup.where(c.isNotNull() & (trs >= F.greatest(b, c)))
+        .groupBy("queuename")
+        .agg(F.min(trs).alias("after"))
+    )
+    holding = (
+        ctx.live.where(c.isNotNull() & (trs >= c) & (trs < b))
+        .groupBy("queuename")
+        .agg(F.min(trs).alias("holding"))
+    )
+    return after.join(holding, "queuename", "full").select(
+        "queuename", F.least("after", "holding").alias("first_kept")
     )
 
 
@@ -438,11 +547,14 @@ def _flagged(partitions: DataFrame) -> DataFrame:
 def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataFrame:
     """Per partition (grouped by `keys`) of `rows`: its ``rows``, ``live_rows`` (of rows with a
     ``live`` column), ``metadata_bytes`` (summed), ``addresses`` (distinct senders and
-    recipients) and ``blob_bytes`` (the listed sizes of its distinct blob ids, null without a
-    listing). Every row gives items, made distinct per partition, then counted and summed: its
-    addresses, its blob ids, and one item of its own with its bytes and live flag."""
+    recipients), ``blob_bytes`` (the listed sizes of its distinct blob ids, null without a
+    listing), ``enqueueids`` (lower case, sorted), ``markers`` (those of rows not live) and
+    ``newest`` (the latest enqueue time, `_FAR_FUTURE` when a row has none). Every row gives
+    items, made distinct per partition, then counted and summed: its addresses, its blob ids,
+    and one item of its own with its id, bytes, live flag and enqueue time."""
     live = F.col("live") if "live" in rows.columns else F.lit(None)
-    row = _item("row", F.lit(None), F.col("metadata_bytes"), live)
+    enqueued = F.coalesce(F.col("enqueuedtime"), F.lit(_FAR_FUTURE).cast("timestamp"))
+    row = _item("row", F.lower(F.col("enqueueid")), F.col("metadata_bytes"), live, enqueued)
     addresses = F.transform(_addresses(), lambda a: _item("address", a))
     blob_ids = F.array(*[_item("blob", F.col(c)) for c in _BLOB_IDS])
     items = rows.select(*keys, F.inline(F.concat(F.array(row), addresses, blob_ids))).where(
@@ -460,7 +572,9 @@ def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataF
         F.sum("row_bytes").alias("row_bytes"),
         F.count_if(F.col("kind") == "row").alias("rows"),
         F.count_if(F.col("row_live")).alias("live_rows"),
+        F.max("row_time").alias("row_time"),
     )
+    is_row = F.col("kind") == "row"
     return distinct.groupBy(*keys).agg(
         F.sum("rows").alias("rows"),
         F.sum("live_rows").alias("live_rows"),
@@ -469,11 +583,20 @@ def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataF
         (F.coalesce(F.sum("blob_size"), F.lit(0)) if blobs is not None else F.lit(None))
         .cast("long")
         .alias("blob_bytes"),
+        F.sort_array(F.collect_list(F.when(is_row, F.col("value")))).alias("enqueueids"),
+        F.sort_array(
+            F.collect_list(F.when(is_row & (F.col("live_rows") == 0), F.col("value")))
+        ).alias("markers"),
+        F.max("row_time").alias("newest"),
     )
 
 
 def _item(
-    kind: str, value: Column, row_bytes: Column | None = None, row_live: Column | None = None
+    kind: str,
+    value: Column,
+    row_bytes: Column | None = None,
+    row_live: Column | None = None,
+    row_time: Column | None = None,
 ) -> Column:
     """One item `_partition_contents` counts: an address, a blob id, or a row's own."""
     return F.struct(
@@ -481,6 +604,7 @@ def _item(
         value.cast("string").alias("value"),
         (F.lit(None) if row_bytes is None else row_bytes).cast("long").alias("row_bytes"),
         (F.lit(None) if row_live is None else row_live).cast("boolean").alias("row_live"),
+        (F.lit(None) if row_time is None else row_time).cast("timestamp").alias("row_time"),
     )
 
 
@@ -605,8 +729,10 @@ def orphaned_blob(ctx: Context) -> DataFrame:
         "bucket",
         "id_kind",
         F.lit(complete).alias("references_complete"),
-        (F.lit(complete) & (F.col("id_kind") == "passthrough")).alias("deletable"),
-        F.date_format("last_modified", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("last_modified"),
+        (F.lit(complete) & (F.col("id_kind") == PASSTHROUGH)).alias("deletable"),
+        F.lit(ctx.state.references_complete).alias("all_references_read"),
+        _iso_millis("last_modified").alias("last_modified"),
+        "etag",
     )
     return _finding(
         orphans,
@@ -619,6 +745,105 @@ def orphaned_blob(ctx: Context) -> DataFrame:
         F.col("size"),
         queue=F.lit(None),
     )
+
+
+def consumed_blob(ctx: Context) -> DataFrame:
+    """Blobs (passthrough ids) that only consumed mails reference: James deletes a consumed
+    mail's passthrough blobs when it is dequeued, so these are content it failed to delete,
+    kept with no live mail needing it (cost, and personal data past its use)."""
+    blobs = ctx.state.blobs
+    if blobs is None:
+        return findings.empty(ctx.state.entries.sparkSession)
+    # The consumed rows naming a listed passthrough blob: kept by the marking pass (flag
+    # ``blob``) when the listing is small, else looked for in the whole view again.
+    rows = ctx.marked.where(~F.col("live") & F.col("blob")) if ctx.blobs_marked else ctx.rows
+    listed = ctx.sent_if_few_blobs(_passthrough_keys(blobs))
+    ids = rows.select(
+        "queuename", "enqueueid", "enqueuedtime", F.explode(F.array(*_BLOB_IDS)).alias("key")
+    ).join(listed, "key")
+    # A blob a live row names is in use (the live rows are kept, and few).
+    in_use = ctx.live.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
+    ids = ids.join(in_use, "key", "left_anti")
+    referrer = F.struct(
+        F.col("queuename").alias("queue"),
+        F.lower(F.col("enqueueid")).alias("enqueueid"),
+        _iso_micros("enqueuedtime").alias("enqueued_time"),
+    )
+    by_key = ids.groupBy("key").agg(
+        F.sort_array(F.collect_set(referrer)).alias("referrers"),
+        F.array_sort(F.collect_set("queuename")).alias("queues"),
+    )
+    kept = blobs.where(F.col("id_kind") == PASSTHROUGH).join(ctx.sent_if_few_blobs(by_key), "key")
+    detail = F.struct(
+        "bucket",
+        "id_kind",
+        _iso_millis("last_modified").alias("last_modified"),
+        "etag",
+        "referrers",
+    )
+    one_queue = F.when(F.size("queues") == 1, F.col("queues")[0])
+    return _finding(
+        kept, "consumed_blob", "warning", "blob", F.col("key"), ctx.as_of, detail,
+        F.col("size"), queue=one_queue,
+    )  # fmt: skip
+
+
+def personal_data(ctx: Context) -> DataFrame:
+    """View rows holding a data subject the audit was asked to look for (an erasure policy's):
+    each is personal data an erasure request covers, and each finding says what deleting it
+    takes (its partition, whether it is consumed, its queue's browseStart). Subjects appear as
+    keyed hashes only (`mqforensics.subjects`); none searched, no finding."""
+    spark = ctx.state.entries.sparkSession
+    options = ctx.options
+    if not options.subjects:
+        return findings.empty(spark)
+    from mqforensics import subjects
+
+    headers = F.coalesce(
+        F.col("perrecipientspecificheaders"),
+        F.array().cast("array<struct<_1:string,_2:string,_3:string>>"),
+    )
+    addresses = F.concat(
+        F.array(F.col("sender")),
+        F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
+        F.transform(headers, lambda t: t["_1"]),
+    )
+    searched = F.array(*[F.lit(s) for s in sorted(options.subjects)])
+    held = F.array_sort(
+        F.array_intersect(subjects.keyed_addresses(addresses, options.subject_key), searched)
+    )
+    rows = (
+        ctx.state.entries.select(
+            *PARTITION, "enqueueid", held.alias("subjects"), metadata_bytes().alias("bytes")
+        )
+        .where(F.size("subjects") > 0)
+        .withColumn("row_key", _row_key())
+    )
+    # Few rows: each meets the kept live rows (its own liveness, its partition's live rows).
+    live_keys = ctx.live.select(*PARTITION, _row_key().alias("row_key")).distinct()
+    live_rows = ctx.live.groupBy(*PARTITION).agg(F.count(F.lit(1)).alias("partition_live_rows"))
+    rows = (
+        rows.join(live_keys.withColumn("live", F.lit(True)), [*PARTITION, "row_key"], "left")
+        .join(live_rows, PARTITION, "left")
+        .join(F.broadcast(ctx.state.browse_start), "queuename", "left")
+    )
+    detail = F.struct(
+        "subjects",
+        F.lit(ctx.table).alias("table"),
+        partition_subject().alias("partition"),
+        _iso_millis("timerangestart").alias("timerangestart"),
+        "bucketid",
+        F.lower(F.col("enqueueid")).alias("enqueueid"),
+        (~F.coalesce(F.col("live"), F.lit(False))).alias("consumed"),
+        F.coalesce(F.col("partition_live_rows"), F.lit(0))
+        .cast("long")
+        .alias("partition_live_rows"),
+        _iso_millis("browsestart").alias("browse_start"),
+    )
+    return _finding(
+        rows, "personal_data", "info", "mail", F.col("enqueueid"), ctx.as_of, detail,
+        F.col("bytes"),
+    )  # fmt: skip
 
 
 def dangling_blob_ref(ctx: Context) -> DataFrame:
@@ -814,19 +1039,21 @@ def _hourly_peaks(rollup: DataFrame) -> dict[str, int]:
     return peaks
 
 
-Check = Callable[[Context], "DataFrame"]
+CheckFunction = Callable[[Context], "DataFrame"]
 
-CHECKS: dict[str, Check] = {
+CHECKS: dict[str, CheckFunction] = {
     "unreclaimed_slice": unreclaimed_slice,
     "stale_browse_start": stale_browse_start,
     "invisible_mail": invisible_mail,
     "stuck_mail": stuck_mail,
     "orphaned_blob": orphaned_blob,
+    "consumed_blob": consumed_blob,
     "dangling_blob_ref": dangling_blob_ref,
     "bucket_mismatch": bucket_mismatch,
     "slice_mismatch": slice_mismatch,
     "config_violation": config_violation,
     "config_advice": config_advice,
+    "personal_data": personal_data,
 }
 
 

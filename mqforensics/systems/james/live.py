@@ -363,6 +363,7 @@ def read_live(
         references_complete=blob_references is not None
         or (options.mode == "scan" and not options.queues),
         source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
+        table=table,
     )
 
 

@@ -1,37 +1,44 @@
-"""The James cleanup planner: a retention policy and a queue state in, the exact deletions out.
+"""The James cleanup planner: an audit's findings and a retention policy in, the exact deletions
+out, each citing the findings that justify it.
 
-It knows *why* (the policy's rules) and turns it into the objects a purger may remove and the
-preconditions under which it still may (docs/retention.md, "What the planner plans"). It follows
-James's own cleanup (james.md §2.4): whole partitions before browseStart whose every mail was
-consumed go with their ``deletedmailsv2`` markers, then contentStart moves past them. It never
-plans live mail (James deletes that itself, through its WebAdmin API), nothing at or after
-browseStart (every browse reads a tombstone there), and never a deduplicated blob (other mails
-may share it).
+It reads findings only (the rows of ``findings.raw.json``, ``detail`` decoded), never the
+store: every anomaly is defined once, in its check (checks.py), and each finding carries what
+deleting its object takes. The planner knows *why* (the policy's rules) and selects by them,
+adding the preconditions the purger re-checks (docs/retention.md, "What the planner plans"):
 
-Everything is computed by Spark on the state's frames; only the per-partition, per-row (for
-erased subjects) and per-blob results are collected, at the end. Addresses are compared by their
-SHA-256 only and never leave the executors.
+* ``unreclaimed_slice`` findings: whole partitions strictly before browseStart whose every row
+  is consumed, with their ``deletedmailsv2`` markers (``consumed_mail``: the newest row older
+  than the cutoff; ``erase_subject``: a row holds a subject), then contentStart moved past
+  them (V4) up to the first partition that stays (``first_kept_slice``) or browseStart;
+* ``personal_data`` findings: the rows of erased subjects no partition deletion covers,
+  deleted one by one within the tombstone budget when consumed and before browseStart in a
+  partition that also holds live mail; live mail, rows at or after browseStart and rows of a
+  queue without browseStart are deferred, with the reason;
+* ``consumed_blob`` findings: passthrough blobs only consumed mails reference, whose mails a
+  rule selects (by age, or holding an erased subject);
+* ``orphaned_blob`` findings: passthrough orphans older than an ``orphaned_blobs`` rule's
+  cutoff, when the rule asserts ``references_complete`` and every reference was read.
+
+It never plans live mail (James deletes that itself, through its WebAdmin API), nothing at or
+after browseStart (every browse reads a tombstone there), and never a deduplicated blob (other
+mails may share it). Cutoffs are the audit's as-of minus ``older_than``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, Window
-from pyspark.sql import functions as F
-
 from mqforensics.retention.manifest import Action, Deferred
-from mqforensics.systems.james.blob_ids import PASSTHROUGH, with_parsed_blob_ids
-from mqforensics.systems.james.checks import classify, config_events, metadata_bytes
+from mqforensics.spec import PlanParts
+from mqforensics.systems.james.blob_ids import PASSTHROUGH
+from mqforensics.units import parse_instant
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from mqforensics.retention.policy import Policy, Rule
-    from mqforensics.systems.james.state import JamesState
 
 SYSTEM = "james"
 DELETE_PARTITION = "james.delete_partition"
@@ -40,6 +47,7 @@ ADVANCE_CONTENT_START = "james.advance_content_start"
 DELETE_BLOB = "james.delete_blob"
 KINDS = (DELETE_PARTITION, DELETE_ROW, ADVANCE_CONTENT_START, DELETE_BLOB)
 V4_TABLE = "enqueuedmailsv4"
+DEFAULT_KEYSPACE = "apache_james"
 
 LIVE_MAIL = (
     "live mail: delete it through James "
@@ -55,431 +63,377 @@ CONSUMED_CONTENT = "content of a consumed mail"
 ERASED_CONTENT = "content of mail of an erased data subject"
 ORPHAN = "orphaned blob"
 
-# A row without an enqueue time cannot be shown old enough: it compares as the far future.
-_FAR_FUTURE = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
-_STRINGS = "array<string>"
+
+def _instant(text: str | None) -> dt.datetime | None:
+    return None if text is None else parse_instant(text)
 
 
 @dataclass
-class JamesPlan:
-    """What `plan_cleanup` decided: actions in execution order, what it would not do, and why."""
+class _Erased:
+    """A `personal_data` finding some erase rule selects: one view row of an erased subject."""
 
-    actions: list[Action]
-    deferred: list[Deferred]
-    notes: list[str] = field(default_factory=list)
+    finding: dict[str, Any]
+    rules: set[str]
 
+    @property
+    def detail(self) -> dict[str, Any]:
+        return self.finding["detail"]
 
-def iso_millis(column: str | Column) -> Column:
-    """ISO-8601 UTC with milliseconds (``2026-11-03T10:00:00.000Z``), the plan's one timestamp
-    format: the purger compares these strings with what it reads live, so there must be only one
-    (the session time zone is UTC, see spark.py)."""
-    value = F.col(column) if isinstance(column, str) else column
-    return F.date_format(value, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
-
-
-def _address_hashes() -> Column:
-    """SHA-256 of every address a row holds (sender, recipients, per-recipient headers' first
-    element), lower-cased and trimmed like `policy.subject_hash` (``\\s`` also trims tabs and
-    line breaks, as Python's ``strip`` does)."""
-    headers = F.coalesce(
-        F.col("perrecipientspecificheaders"),
-        F.array().cast("array<struct<_1:string,_2:string,_3:string>>"),
-    )
-    addresses = F.concat(
-        F.array(F.col("sender")),
-        F.coalesce(F.col("recipients"), F.array().cast(_STRINGS)),
-        F.transform(headers, lambda t: t["_1"]),
-    )
-    hashed = F.transform(
-        addresses,
-        lambda a: F.sha2(F.lower(F.regexp_replace(a, r"^\s+|\s+$", "")), 256),
-    )
-    return F.filter(hashed, lambda h: h.isNotNull())
-
-
-def _rule_ids(pairs: list[tuple[Rule, Column]]) -> Column:
-    """The ids of the rules whose condition holds, as an array (empty when none)."""
-    if not pairs:
-        return F.array().cast(_STRINGS)
-    return F.filter(
-        F.array(*[F.when(condition, F.lit(rule.id)) for rule, condition in pairs]),
-        lambda x: x.isNotNull(),
-    )
-
-
-def _in_queues(queues: list[str]) -> Column:
-    return F.col("queuename").isin(queues) if queues else F.lit(False)
-
-
-def _cutoff(state: JamesState, rule: Rule) -> Column:
-    assert rule.older_than is not None  # load_policy requires it for these kinds
-    return F.lit(state.as_of - rule.older_than).cast("timestamp")
-
-
-def _queue_names(state: JamesState) -> list[str]:
-    """Every queue the state knows of. Collected (a handful of names) so that each rule's own
-    `applies_to` decides which queues it covers, rather than a re-implementation in Spark."""
-    frames = [state.entries, state.deleted, state.browse_start, state.content_start]
-    names = frames[0].select("queuename")
-    for frame in frames[1:]:
-        names = names.union(frame.select("queuename"))
-    return sorted(r.queuename for r in names.distinct().collect() if r.queuename is not None)
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.finding["queue"], self.detail["enqueueid"])
 
 
 @dataclass
-class _Rules:
-    consumed: list[Rule]
-    erase: list[Rule]
-    orphans: list[Rule]
-    queues: dict[str, list[str]]  # rule id -> queues it applies to
+class _Partition:
+    """An `unreclaimed_slice` finding a rule selects, and why."""
 
-    def consumed_by_age(self, state: JamesState, time: str) -> Column:
-        """Consumed-mail rules covering the row's queue under whose cutoff `time` falls."""
-        return _rule_ids(
-            [
-                (r, _in_queues(self.queues[r.id]) & (F.col(time) < _cutoff(state, r)))
-                for r in self.consumed
-            ]
-        )
+    finding: dict[str, Any]
+    rules: set[str]
+    cited: set[str] = field(default_factory=set)
 
-    def erasing(self, hashes: Column) -> Column:
-        """Erasure rules covering the row's queue that name one of its addresses."""
-        pairs = []
-        for r in self.erase:
-            if r.subjects:
-                subjects = F.array(*[F.lit(s) for s in r.subjects])
-                pairs.append(
-                    (r, _in_queues(self.queues[r.id]) & F.arrays_overlap(hashes, subjects))
-                )
-        return _rule_ids(pairs)
+    @property
+    def detail(self) -> dict[str, Any]:
+        return self.finding["detail"]
+
+    @property
+    def queue(self) -> str:
+        return str(self.finding["queue"])
+
+    @property
+    def start(self) -> dt.datetime:
+        value = _instant(self.detail["timerangestart"])
+        assert value is not None
+        return value
 
 
-_ROW_COLUMNS = (
-    *("table", "queuename", "timerangestart", "bucketid", "enqueueid", "enqueuedtime"),
-    *("consumed", "browsestart", "contentstart", "metadata_bytes", "headerblobid"),
-    *("bodyblobid", "aged_rules", "erase_rules"),
-)
+class _Planner:
+    def __init__(
+        self, findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]
+    ) -> None:
+        self.policy = policy
+        self.as_of = parse_instant(str(manifest["as_of"]))
+        self.inputs: Mapping[str, Any] = manifest.get("plan_inputs") or {}
+        self.keyspace = str(self.inputs.get("keyspace") or DEFAULT_KEYSPACE)
+        self.by_check: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in findings:
+            if row.get("system") == SYSTEM:
+                self.by_check[row["check"]].append(row)
+        self.consumed_rules = policy.rules_of("consumed_mail", SYSTEM)
+        self.erase_rules = [r for r in policy.rules_of("erase_subject", SYSTEM) if r.subjects]
+        self.orphan_rules = [
+            r for r in policy.rules_of("orphaned_blobs", SYSTEM) if r.applies_to(SYSTEM)
+        ]
+        self.notes: list[str] = []
+        self.erased = self._erased_rows()
+        # The same mail (queue, enqueueid) may be a row of two partitions (a damaged view).
+        self.erased_mails: dict[tuple[str, str], list[_Erased]] = defaultdict(list)
+        for erased in self.erased:
+            self.erased_mails[erased.key].append(erased)
 
+    # -- selection ---------------------------------------------------------------------------
 
-def _rows(state: JamesState, rules: _Rules) -> DataFrame:
-    """Every view row with what the plan needs to know about it."""
-    # One withColumns: each withColumn would analyse the whole plan again.
-    return (
-        classify(state)
-        .withColumns(
-            {
-                "enqueueid": F.lower(F.col("enqueueid")),
-                "table": F.concat(F.lit("enqueuedmails"), F.col("table_version")),
-                "metadata_bytes": metadata_bytes(),
-                "aged_rules": rules.consumed_by_age(state, "enqueuedtime"),
-                "erase_rules": rules.erasing(_address_hashes()),
-            }
-        )
-        .select(*_ROW_COLUMNS)
-    )
+    def _cutoff(self, rule: Rule) -> dt.datetime:
+        assert rule.older_than is not None  # load_policy requires it for these kinds
+        return self.as_of - rule.older_than
 
-
-PARTITION = ["table", "queuename", "timerangestart", "bucketid"]
-
-
-def _partitions(state: JamesState, rows: DataFrame, rules: _Rules) -> DataFrame:
-    """One row per partition, with `planned` set when it is to be deleted whole."""
-    parts = rows.groupBy(*PARTITION, "browsestart", "contentstart").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(~F.col("consumed"), 1).otherwise(0)).alias("live_rows"),
-        F.sort_array(F.collect_list("enqueueid")).alias("enqueueids"),
-        F.sort_array(F.collect_list(F.when(F.col("consumed"), F.col("enqueueid")))).alias(
-            "markers"
-        ),
-        F.sum("metadata_bytes").alias("bytes"),
-        F.max(F.coalesce(F.col("enqueuedtime"), F.lit(_FAR_FUTURE).cast("timestamp"))).alias(
-            "newest"
-        ),
-        F.array_distinct(F.flatten(F.collect_list("erase_rules"))).alias("erase_rules"),
-    )
-    selecting = F.array_union(rules.consumed_by_age(state, "newest"), F.col("erase_rules"))
-    before = F.col("browsestart").isNotNull() & (F.col("timerangestart") < F.col("browsestart"))
-    return (
-        parts.withColumn("rules", selecting)
-        .withColumn("planned", before & (F.col("live_rows") == 0) & (F.size("rules") > 0))
-        .withColumn("planned", F.coalesce(F.col("planned"), F.lit(False)))
-    )
-
-
-def _planned_partitions(parts: DataFrame) -> list[Any]:
-    """The partitions to delete, each with what its queue's contentStart advance needs: the
-    start of the queue's first partition at or after contentStart that stays (one Spark job
-    for both, as only planned partitions are collected)."""
-    c, trs = F.col("contentstart"), F.col("timerangestart")
-    kept = F.when(~F.col("planned") & (trs >= c), trs)
-    return (
-        parts.withColumn("next_kept", F.min(kept).over(Window.partitionBy("table", "queuename")))
-        .where("planned")
-        .select(
-            "table",
-            "queuename",
-            iso_millis("timerangestart").alias("trs"),
-            "bucketid",
-            "enqueueids",
-            "markers",
-            iso_millis("browsestart").alias("browsestart"),
-            iso_millis("contentstart").alias("contentstart"),
-            iso_millis("next_kept").alias("next_kept"),
-            "bytes",
-            "rows",
-            "rules",
-        )
-        .collect()
-    )
-
-
-def _partition_actions(planned: list[Any], keyspace: str) -> list[Action]:
-    actions = []
-    for r in sorted(planned, key=lambda r: (r.queuename, r.trs, r.bucketid)):
-        count = f"{r.rows} row" if r.rows == 1 else f"{r.rows} rows"
-        actions.append(
-            Action(
-                kind=DELETE_PARTITION,
-                target={
-                    "keyspace": keyspace,
-                    "table": r.table,
-                    "queue": r.queuename,
-                    "timerangestart": r.trs,
-                    "bucketid": r.bucketid,
-                },
-                precondition={
-                    "enqueueids": list(r.enqueueids),
-                    "markers": list(r.markers),
-                    "browsestart": r.browsestart,
-                },
-                rules=tuple(sorted(r.rules)),
-                bytes=int(r.bytes or 0),
-                tombstones=1 + len(r.markers),
-                reason=f"fully consumed partition before browseStart ({count})",
-            )
-        )
-    return actions
-
-
-def _subject_rows(
-    rows: DataFrame, parts: DataFrame, keyspace: str, budget: int
-) -> tuple[list[Action], list[Deferred]]:
-    """Rows of erased subjects that their partition's deletion does not cover: budgeted row
-    deletions before browseStart, and everything else deferred with its reason."""
-    live_rows = parts.select(*PARTITION, "live_rows")
-    b, trs = F.col("browsestart"), F.col("timerangestart")
-    category = (
-        F.when(~F.col("consumed"), "live")
-        .when(b.isNull(), "no_browse_start")
-        .when(trs >= b, "after_browse_start")
-        .when(F.col("live_rows") > 0, "row")
-    )
-    order = Window.partitionBy(*PARTITION).orderBy("enqueueid")
-    subject = (
-        rows.where(F.size("erase_rules") > 0)
-        .join(live_rows, PARTITION)
-        .withColumn("category", category)
-        .where(F.col("category").isNotNull())
-    )
-    ranked = subject.withColumn(
-        "rank", F.when(F.col("category") == "row", F.row_number().over(order))
-    )
-    collected = ranked.select(
-        *("table", "queuename", "bucketid", "enqueueid", "erase_rules", "category", "rank"),
-        iso_millis("timerangestart").alias("trs"),
-        iso_millis("browsestart").alias("browsestart"),
-        "metadata_bytes",
-    ).collect()
-    actions: list[Action] = []
-    deferred: list[Deferred] = []
-    reasons = {
-        "after_browse_start": AFTER_BROWSE_START,
-        "no_browse_start": NO_BROWSE_START,
-    }
-    for r in sorted(collected, key=lambda r: (r.queuename, r.trs, r.bucketid, r.enqueueid)):
-        target = {
-            "keyspace": keyspace,
-            "table": r.table,
-            "queue": r.queuename,
-            "timerangestart": r.trs,
-            "bucketid": r.bucketid,
-            "enqueueid": r.enqueueid,
+    def _aged(self, queue: str | None, enqueued: str | None) -> set[str]:
+        """The consumed_mail rules covering `queue` under whose cutoff `enqueued` falls."""
+        when = _instant(enqueued)
+        if when is None or queue is None:
+            return set()
+        return {
+            r.id
+            for r in self.consumed_rules
+            if r.applies_to(SYSTEM, queue) and when < self._cutoff(r)
         }
-        rules = tuple(sorted(r.erase_rules))
-        if r.category == "row" and r.rank <= budget:
+
+    def _erased_rows(self) -> list[_Erased]:
+        """The personal_data rows an erase rule covering their queue selects; their findings
+        are what erasure actions cite."""
+        rows = []
+        for finding in self.by_check["personal_data"]:
+            held = set(finding["detail"].get("subjects") or ())
+            rules = {
+                r.id
+                for r in self.erase_rules
+                if r.applies_to(SYSTEM, finding["queue"]) and held & set(r.subjects)
+            }
+            if rules:
+                rows.append(_Erased(finding, rules))
+        return rows
+
+    # -- partitions and rows -------------------------------------------------------------------
+
+    def partitions(self) -> tuple[list[_Partition], list[_Partition]]:
+        """(planned, flagged but not planned) partitions of the unreclaimed_slice findings."""
+        erased_by_partition: dict[str, list[_Erased]] = defaultdict(list)
+        for row in self.erased:
+            erased_by_partition[row.detail["partition"]].append(row)
+        planned: list[_Partition] = []
+        kept: list[_Partition] = []
+        for finding in self.by_check["unreclaimed_slice"]:
+            detail = finding["detail"]
+            part = _Partition(finding, set(), {finding["id"]})
+            browse = _instant(detail.get("browse_start"))
+            plannable = browse is not None and part.start < browse and int(detail["live_rows"]) == 0
+            if plannable:
+                part.rules |= self._aged(finding["queue"], detail.get("newest_enqueued_time"))
+                for row in erased_by_partition.get(finding["subject"], []):
+                    part.rules |= row.rules
+                    part.cited.add(row.finding["id"])
+            (planned if plannable and part.rules else kept).append(part)
+        order = lambda p: (p.queue, p.start, int(p.detail["bucketid"]))  # noqa: E731
+        return sorted(planned, key=order), kept
+
+    def partition_actions(self, planned: list[_Partition]) -> list[Action]:
+        actions = []
+        for part in planned:
+            d = part.detail
+            count = f"{d['rows']} row" if d["rows"] == 1 else f"{d['rows']} rows"
+            markers = sorted(d["markers"])
             actions.append(
                 Action(
-                    kind=DELETE_ROW,
-                    target=target,
-                    precondition={"marker": True, "browsestart": r.browsestart},
-                    rules=rules,
-                    bytes=int(r.metadata_bytes or 0),
-                    tombstones=2,
-                    reason="consumed mail of an erased data subject, in a partition that "
-                    "also holds live mail",
+                    kind=DELETE_PARTITION,
+                    target={
+                        "keyspace": self.keyspace,
+                        "table": d["table"],
+                        "queue": part.queue,
+                        "timerangestart": d["timerangestart"],
+                        "bucketid": int(d["bucketid"]),
+                    },
+                    precondition={
+                        "enqueueids": sorted(d["enqueueids"]),
+                        "markers": markers,
+                        "browsestart": d["browse_start"],
+                    },
+                    rules=tuple(sorted(part.rules)),
+                    bytes=int(d.get("metadata_bytes") or 0),
+                    tombstones=1 + len(markers),
+                    reason=f"fully consumed partition before browseStart ({count})",
+                    findings=tuple(sorted(part.cited)),
                 )
             )
-            continue
-        if r.category == "row":
-            reason = OVER_BUDGET.format(budget=budget)
-        elif r.category == "live":
-            reason = LIVE_MAIL.replace("{queue}", r.queuename)
-        else:
-            reason = reasons[r.category]
-        deferred.append(Deferred(kind=DELETE_ROW, target=target, rules=rules, reason=reason))
-    return actions, deferred
+        return actions
 
-
-def _content_start_advances(
-    state: JamesState, planned: list[Any], keyspace: str, notes: list[str]
-) -> list[Action]:
-    """After the planned deletions, contentStart may move up to the first partition that stays
-    (or browseStart): James's own cleanup would otherwise walk those emptied slices again.
-
-    Only V4 has contentStart. The ISO strings compare as the instants they name."""
-    targets: dict[str, tuple[str, str, set[str]]] = {}
-    for r in planned:
-        if r.table != V4_TABLE or r.contentstart is None or r.trs < r.contentstart:
-            continue
-        to = min(t for t in (r.browsestart, r.next_kept) if t is not None)
-        if to <= r.contentstart:
-            continue
-        _, _, rules = targets.setdefault(r.queuename, (r.contentstart, to, set()))
-        rules.update(r.rules)
-    if not targets:
-        return []
-    history = config_events(state)
-    if not history:
-        notes.append(
-            "no CassandraMailQueueViewConfiguration event: contentStart advances not planned "
-            "(the slice window and bucket count are unknown)"
-        )
-        return []
-    window = history[-1].window
-    buckets = max(e.bucket_count for e in history)
-    return [
-        Action(
-            kind=ADVANCE_CONTENT_START,
-            target={"keyspace": keyspace, "queue": queue, "to": to},
-            precondition={"from": start, "window_seconds": window, "bucket_count": buckets},
-            rules=tuple(sorted(rules)),
-            bytes=0,
-            tombstones=0,
-            reason="contentStart past the deleted partitions (James's cleanup would walk "
-            "their emptied slices again)",
-        )
-        for queue, (start, to, rules) in sorted(targets.items())
-    ]
-
-
-def _orphan_rules(state: JamesState, rules: _Rules, notes: list[str]) -> list[Rule]:
-    """The orphaned_blobs rules that may plan: an orphan is only known as one when every
-    referrer of the bucket was read (the rule's assertion) and every reference was (the read)."""
-    usable = []
-    for rule in rules.orphans:
-        if not rule.references_complete:
-            notes.append(
-                f"rule {rule.id} planned nothing: it does not say references_complete = true "
-                "(other referrers of the bucket, such as mailboxes, may use these blobs)"
-            )
-        elif not state.references_complete:
-            notes.append(
-                f"rule {rule.id} planned nothing: the blob references read are not complete "
-                "(a live --scan limited to some queues)"
-            )
-        else:
-            usable.append(rule)
-    return usable
-
-
-def _blob_actions(
-    state: JamesState, rows: DataFrame, rules: _Rules, notes: list[str]
-) -> list[Action]:
-    listing = state.blobs
-    if listing is None:
-        notes.append("no blob listing given: blob deletions not planned")
-        for rule in rules.orphans:
-            notes.append(f"rule {rule.id} planned nothing: no blob listing given")
-        return []
-    orphan_rules = _orphan_rules(state, rules, notes)
-    if "id_kind" not in listing.columns:
-        listing = with_parsed_blob_ids(listing)
-    listing = listing.where(F.col("id_kind") == PASSTHROUGH).select(
-        "bucket", "key", "size", "etag", "last_modified"
-    )
-    consumed = F.col("consumed")
-    # One pass over every reference: whether a live mail uses the key (then it stays, whatever
-    # selected it), its consumed referrers, and the rules that selected those.
-    by_key = (
-        rows.select(
-            F.explode(F.array("headerblobid", "bodyblobid")).alias("key"),
-            *("consumed", "queuename", "enqueueid", "aged_rules", "erase_rules"),
-        )
-        .where(F.col("key").isNotNull())
-        .groupBy("key")
-        .agg(
-            F.max((~consumed).cast("int")).alias("live"),
-            F.sort_array(
-                F.collect_set(
-                    F.when(consumed, F.struct(F.col("queuename").alias("queue"), "enqueueid"))
+    def row_actions(self, planned: list[_Partition]) -> tuple[list[Action], list[Deferred]]:
+        """The erased rows no planned partition deletion covers: budgeted row deletions in
+        partitions before browseStart that also hold live mail, the rest deferred."""
+        covered = {p.finding["subject"] for p in planned}
+        budget = self.policy.tombstone_budget_per_partition
+        candidates: dict[str, list[_Erased]] = defaultdict(list)
+        decided: list[tuple[_Erased, str | None]] = []
+        for row in self.erased:
+            d = row.detail
+            browse = _instant(d.get("browse_start"))
+            start = _instant(d["timerangestart"])
+            assert start is not None
+            if not d["consumed"]:
+                decided.append((row, LIVE_MAIL.replace("{queue}", str(row.finding["queue"]))))
+            elif browse is None:
+                decided.append((row, NO_BROWSE_START))
+            elif start >= browse:
+                decided.append((row, AFTER_BROWSE_START))
+            elif d["partition"] in covered:
+                continue
+            else:
+                candidates[d["partition"]].append(row)
+        for rows in candidates.values():
+            for rank, row in enumerate(sorted(rows, key=lambda r: r.detail["enqueueid"])):
+                decided.append((row, None if rank < budget else OVER_BUDGET.format(budget=budget)))
+        actions: list[Action] = []
+        deferred: list[Deferred] = []
+        for row, reason in sorted(decided, key=lambda item: _row_order(item[0])):
+            d = row.detail
+            target = {
+                "keyspace": self.keyspace,
+                "table": d["table"],
+                "queue": row.finding["queue"],
+                "timerangestart": d["timerangestart"],
+                "bucketid": int(d["bucketid"]),
+                "enqueueid": d["enqueueid"],
+            }
+            rules = tuple(sorted(row.rules))
+            cited = (row.finding["id"],)
+            if reason is None:
+                actions.append(
+                    Action(
+                        kind=DELETE_ROW,
+                        target=target,
+                        precondition={"marker": True, "browsestart": d["browse_start"]},
+                        rules=rules,
+                        bytes=int(row.finding.get("bytes") or 0),
+                        tombstones=2,
+                        reason="consumed mail of an erased data subject, in a partition that "
+                        "also holds live mail",
+                        findings=cited,
+                    )
                 )
-            ).alias("referrers"),
-            F.array_distinct(
-                F.flatten(F.collect_list(F.when(consumed, F.col("aged_rules"))))
-            ).alias("aged"),
-            F.array_distinct(
-                F.flatten(F.collect_list(F.when(consumed, F.col("erase_rules"))))
-            ).alias("erased"),
-        )
-    )
-    selected = F.array_union("aged", "erased")
-    contents = by_key.where((F.col("live") == 0) & (F.size(selected) > 0)).select(
-        "key",
-        "referrers",
-        selected.alias("rules"),
-        F.when(F.size("aged") > 0, F.lit(CONSUMED_CONTENT))
-        .otherwise(F.lit(ERASED_CONTENT))
-        .alias("reason"),
-        F.lit(False).alias("orphan"),
-    )
-    candidates = listing.join(contents, "key")
-    if orphan_rules:
-        unreferenced = listing.join(by_key.select("key"), "key", "left_anti")
-        if state.blob_references is not None:
-            known = state.blob_references.select("key").where(F.col("key").isNotNull())
-            unreferenced = unreferenced.join(known.distinct(), "key", "left_anti")
-        aged = _rule_ids([(r, F.col("last_modified") < _cutoff(state, r)) for r in orphan_rules])
-        orphans = (
-            unreferenced.withColumn("rules", aged)
-            .where(F.size("rules") > 0)
-            .withColumns(
-                {
-                    "referrers": F.array().cast("array<struct<queue:string,enqueueid:string>>"),
-                    "reason": F.lit(ORPHAN),
-                    "orphan": F.lit(True),
-                }
+            else:
+                deferred.append(
+                    Deferred(
+                        kind=DELETE_ROW, target=target, rules=rules, reason=reason, findings=cited
+                    )
+                )
+        return actions, deferred
+
+    def content_start_advances(
+        self, planned: list[_Partition], kept: list[_Partition]
+    ) -> list[Action]:
+        """After the planned deletions, contentStart may move up to the first partition that
+        stays (or browseStart): James's own cleanup would otherwise walk those emptied slices
+        again. Only V4 has contentStart."""
+        staying: dict[str, list[dt.datetime]] = defaultdict(list)
+        for part in kept:
+            staying[part.queue].append(part.start)
+        targets: dict[str, tuple[str, dt.datetime, set[str], set[str], _Partition]] = {}
+        for part in planned:
+            d = part.detail
+            content = _instant(d.get("content_start"))
+            if d["table"] != V4_TABLE or content is None or part.start < content:
+                continue
+            remaining = [t for t in staying[part.queue] if t >= content]
+            first_kept = _instant(d.get("first_kept_slice"))
+            browse = _instant(d["browse_start"])
+            to = min(t for t in (browse, first_kept, *remaining) if t is not None)
+            if to <= content:
+                continue
+            entry = targets.setdefault(part.queue, (d["content_start"], to, set(), set(), part))
+            entry[2].update(part.rules)
+            entry[3].update(part.cited)
+        actions = []
+        for queue, (start, to, rules, cited, part) in sorted(targets.items()):
+            d = part.detail
+            actions.append(
+                Action(
+                    kind=ADVANCE_CONTENT_START,
+                    target={"keyspace": self.keyspace, "queue": queue, "to": _millis(to)},
+                    precondition={
+                        "from": start,
+                        "window_seconds": int(d["window_seconds"]),
+                        "bucket_count": int(d["bucket_count"]),
+                    },
+                    rules=tuple(sorted(rules)),
+                    bytes=0,
+                    tombstones=0,
+                    reason="contentStart past the deleted partitions (James's cleanup would "
+                    "walk their emptied slices again)",
+                    findings=tuple(sorted(cited)),
+                )
             )
-        )
-        candidates = candidates.unionByName(orphans)
-    planned = candidates.withColumn("last_modified", iso_millis("last_modified")).collect()
-    return [
-        Action(
-            kind=DELETE_BLOB,
-            target={"bucket": r.bucket, "key": r.key},
-            precondition={
-                "size": int(r.size),
-                "etag": r.etag,
-                "last_modified": r.last_modified,
-                "referrers": [{"queue": x.queue, "enqueueid": x.enqueueid} for x in r.referrers],
-                "orphan": bool(r.orphan),
-            },
-            rules=tuple(sorted(r.rules)),
-            bytes=int(r.size),
-            tombstones=0,
-            reason=r.reason,
-        )
-        for r in sorted(planned, key=lambda r: (r.key, r.bucket))
-    ]
+        return actions
+
+    # -- blobs -------------------------------------------------------------------------------
+
+    def _usable_orphan_rules(self) -> list[Rule]:
+        """The orphaned_blobs rules that may plan: an orphan is only known as one when every
+        referrer of the bucket was read (the rule's assertion) and every reference was (the
+        read)."""
+        usable = []
+        for rule in self.orphan_rules:
+            if not rule.references_complete:
+                self.notes.append(
+                    f"rule {rule.id} planned nothing: it does not say references_complete = "
+                    "true (other referrers of the bucket, such as mailboxes, may use these blobs)"
+                )
+            elif not self.inputs.get("references_complete", True):
+                self.notes.append(
+                    f"rule {rule.id} planned nothing: the blob references read are not "
+                    "complete (a live --scan limited to some queues)"
+                )
+            else:
+                usable.append(rule)
+        return usable
+
+    def blob_actions(self) -> list[Action]:
+        if not self.inputs.get("blobs"):
+            self.notes.append("no blob listing given: blob deletions not planned")
+            for rule in self.orphan_rules:
+                self.notes.append(f"rule {rule.id} planned nothing: no blob listing given")
+            return []
+        orphan_rules = self._usable_orphan_rules()
+        planned: list[Action] = []
+        for finding in self.by_check["consumed_blob"]:
+            d = finding["detail"]
+            if d.get("id_kind") != PASSTHROUGH:
+                continue
+            aged: set[str] = set()
+            erased: set[str] = set()
+            cited = {finding["id"]}
+            for referrer in d["referrers"]:
+                aged |= self._aged(referrer["queue"], referrer.get("enqueued_time"))
+                for row in self.erased_mails.get((referrer["queue"], referrer["enqueueid"]), []):
+                    erased |= row.rules
+                    cited.add(row.finding["id"])
+            if not aged and not erased:
+                continue
+            referrers = [{"queue": r["queue"], "enqueueid": r["enqueueid"]} for r in d["referrers"]]
+            planned.append(
+                _blob_action(
+                    finding, aged | erased, CONSUMED_CONTENT if aged else ERASED_CONTENT,
+                    sorted(referrers, key=lambda r: (r["queue"], r["enqueueid"])), cited,
+                )
+            )  # fmt: skip
+        for finding in self.by_check["orphaned_blob"] if orphan_rules else ():
+            d = finding["detail"]
+            modified = _instant(d.get("last_modified"))
+            if d.get("id_kind") != PASSTHROUGH or modified is None:
+                continue
+            rules = {r.id for r in orphan_rules if modified < self._cutoff(r)}
+            if rules:
+                planned.append(_blob_action(finding, rules, ORPHAN, [], {finding["id"]}))
+        return sorted(planned, key=lambda a: (a.target["key"], a.target["bucket"]))
+
+    # -- the plan ----------------------------------------------------------------------------
+
+    def plan(self) -> PlanParts:
+        planned, kept = self.partitions()
+        partitions = self.partition_actions(planned)
+        rows, deferred = self.row_actions(planned)
+        advances = self.content_start_advances(planned, kept)
+        blobs = self.blob_actions()
+        actions = [*partitions, *rows, *advances, *blobs]
+        notes = [*self.notes, *_rule_notes(self.policy, actions, deferred)]
+        return PlanParts(actions=actions, deferred=deferred, notes=notes)
+
+
+def _row_order(row: _Erased) -> tuple[Any, ...]:
+    d = row.detail
+    return (row.finding["queue"], _instant(d["timerangestart"]), int(d["bucketid"]),
+            d["enqueueid"])  # fmt: skip
+
+
+def _millis(value: dt.datetime) -> str:
+    """The plan's one instant format, ``2026-11-03T10:00:00.000Z``."""
+    value = value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _blob_action(
+    finding: dict[str, Any],
+    rules: Iterable[str],
+    reason: str,
+    referrers: list[dict[str, str]],
+    cited: set[str],
+) -> Action:
+    d = finding["detail"]
+    size = int(finding["bytes"] or 0)
+    return Action(
+        kind=DELETE_BLOB,
+        target={"bucket": d["bucket"], "key": finding["subject"]},
+        precondition={
+            "size": size,
+            "etag": d.get("etag"),
+            "last_modified": d.get("last_modified"),
+            "referrers": referrers,
+            "orphan": reason == ORPHAN,
+        },
+        rules=tuple(sorted(rules)),
+        bytes=size,
+        tombstones=0,
+        reason=reason,
+        findings=tuple(sorted(cited)),
+    )
 
 
 def _rule_notes(policy: Policy, actions: list[Action], deferred: list[Deferred]) -> list[str]:
@@ -502,50 +456,10 @@ def _rule_notes(policy: Policy, actions: list[Action], deferred: list[Deferred])
     return notes
 
 
-def plan_cleanup(state: JamesState, policy: Policy, *, keyspace: str) -> JamesPlan:
-    """Every deletion `policy` asks for in `state` that is safe to do behind James's back.
-
-    Actions come in execution order: partition and row deletions, then contentStart advances,
-    then blobs, so no step leaves a reference to something already gone. Rules apply per queue
-    (`Rule.applies_to("james", queue)`); cutoffs are `state.as_of - older_than`.
-    """
-    # Every frame is read several times (a live source would otherwise be queried each time).
-    state.persist()
-    queues = _queue_names(state)
-    consumed = policy.rules_of("consumed_mail", SYSTEM)
-    erase = policy.rules_of("erase_subject", SYSTEM)
-    rules = _Rules(
-        consumed=consumed,
-        erase=erase,
-        orphans=[r for r in policy.rules_of("orphaned_blobs", SYSTEM) if r.applies_to(SYSTEM)],
-        queues={r.id: [q for q in queues if r.applies_to(SYSTEM, q)] for r in consumed + erase},
-    )
-    rows = _rows(state, rules).cache()
-    parts = _partitions(state, rows, rules).cache()
-    notes: list[str] = []
-    try:
-        planned = _planned_partitions(parts)
-        partitions = _partition_actions(planned, keyspace)
-        row_actions, deferred = (
-            _subject_rows(rows, parts, keyspace, policy.tombstone_budget_per_partition)
-            if rules.erase
-            else ([], [])
-        )
-        advances = _content_start_advances(state, planned, keyspace, notes)
-        blobs = _blob_actions(state, rows, rules, notes)
-    finally:
-        parts.unpersist()
-        rows.unpersist()
-    actions = [*partitions, *row_actions, *advances, *blobs]
-    return JamesPlan(actions, deferred, [*notes, *_rule_notes(policy, actions, deferred)])
-
-
-def plan_summary(plan: JamesPlan) -> dict[str, Any]:
-    """Actions, bytes and tombstones per kind, and deferred items per reason."""
-    totals: dict[str, dict[str, int]] = {}
-    for action in plan.actions:
-        total = totals.setdefault(action.kind, {"actions": 0, "bytes": 0, "tombstones": 0})
-        total["actions"] += 1
-        total["bytes"] += action.bytes
-        total["tombstones"] += action.tombstones
-    return {"totals": totals, "deferred": dict(Counter(d.reason for d in plan.deferred))}
+def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:
+    """Every deletion `policy` asks for among an audit's `findings` that is safe to do behind
+    James's back, in execution order: partition and row deletions, then contentStart advances,
+    then blobs, so no step leaves a reference to something already gone. `manifest` is the
+    audit's (its ``as_of`` and ``plan_inputs``); erase rules' subjects are keyed like the
+    findings' (`mqforensics.subjects.keyed_policy`)."""
+    return _Planner(findings, policy, manifest).plan()

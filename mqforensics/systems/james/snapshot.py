@@ -112,7 +112,7 @@ def read_snapshot(
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"snapshot directory {directory} does not exist or is not a directory")
-    files = _locate(directory)
+    files = locate_tables(directory)
     enqueued = files["enqueued"]
     assert enqueued is not None
     spark.dataSource.register(CqlshCsvSource)
@@ -169,6 +169,7 @@ def read_snapshot(
         as_of=when,
         source=f"snapshot {directory} ({enqueued.table})",
         notes=notes,
+        table=enqueued.table,
         rereadable=all(f.kind == "parquet" for f in files.values() if f is not None),
     )
 
@@ -220,7 +221,7 @@ def write_parquet_snapshot(state: JamesState, event_store: DataFrame, directory:
     (directory / SNAPSHOT_FILE).write_text(json.dumps({"taken_at": taken_at}) + "\n")
 
 
-def _locate(directory: Path) -> dict[str, TableFile | None]:
+def locate_tables(directory: Path) -> dict[str, TableFile | None]:
     """The export file of every table; InputError for missing tables, ConfigError for doubles."""
 
     def find(table: str) -> TableFile | None:

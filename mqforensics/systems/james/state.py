@@ -35,6 +35,9 @@ class JamesState:
     references_complete: bool = True
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    # The enqueued table the view was read from (``enqueuedmailsv4`` or ``enqueuedmailsv3``),
+    # when the reader knows it.
+    table: str | None = None
     # True when every frame is a plain scan of columnar files (a Parquet snapshot): scanning
     # them again costs less than caching them (bench/: caching 1M wide view rows took longer
     # than reading every table of the snapshot), so `persist` leaves them alone.

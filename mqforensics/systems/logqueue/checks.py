@@ -1,23 +1,24 @@
 """Checks of log-structured queue directories: pure functions from `state.LogQueueState` frames
 to findings (`findings.SCHEMA`, system ``logqueue``, ``queue`` = the directory).
 
-Positions are written ``<file>@<offset>`` (decimal), e.g. ``seg-00000003.lq@1042``. Mail
-addresses (only `duplicate_delivery` shows any) are pseudonymised unless
-``AuditOptions.reveal_addresses`` (`privacy.pseudonymize_address`).
+Positions are written ``<file>@<offset>`` (decimal), e.g. ``seg-00000003.lq@1042``. Checks
+never pseudonymise: findings hold the addresses as stored (only `duplicate_delivery` shows one)
+and the audit runner pseudonymises what it writes for people to read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from mqforensics.findings import union_all
-from mqforensics.privacy import pseudonymize_address
+from mqforensics import subjects
+from mqforensics.findings import empty, union_all
+from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout
+from mqforensics.systems.logqueue.spec import DEFAULT_RESTART_LAG_BYTES, DEFAULT_RETRY_HORIZON
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from mqforensics.systems.logqueue.state import LogQueueState
 
 SYSTEM = "logqueue"
-DEFAULT_RETRY_HORIZON = dt.timedelta(days=5)
-DEFAULT_RESTART_LAG_BYTES = 64 * 1024 * 1024
 # Reader problem kinds with a check of their own; every other kind is `corrupt_segment`.
 TORN_TAIL, CRC_MISMATCH, MISSING_SEGMENT = "torn_tail", "crc_mismatch", "missing_segment"
 
@@ -46,13 +45,15 @@ def _now() -> dt.datetime:
 
 @dataclass(frozen=True)
 class AuditOptions:
-    """What the checks judge against: `as_of` is every finding's ``observed_at``."""
+    """What the checks judge against: `as_of` is every finding's ``observed_at``; `subjects`
+    are the keyed hashes of the data subjects `personal_data` looks for (none: it finds
+    nothing), keyed with `subject_key` (`mqforensics.subjects`)."""
 
     as_of: dt.datetime = field(default_factory=_now)
     retry_horizon: dt.timedelta = DEFAULT_RETRY_HORIZON
     restart_lag_bytes: int = DEFAULT_RESTART_LAG_BYTES
-    reveal_addresses: bool = False
-    salt: str = ""
+    subjects: frozenset[str] = frozenset()
+    subject_key: bytes = b""
 
 
 def _finding(
@@ -193,22 +194,13 @@ def orphan_record(state: LogQueueState, options: AuditOptions) -> DataFrame:
     return _orphans(state, options, "orphan_record", "warning", F.col("type_name") != "DELIVERY")
 
 
-def _address(options: AuditOptions) -> Callable[[Column], Column]:
-    """A column's mail address as shown: itself, or pseudonymised (a Python UDF)."""
-    if options.reveal_addresses:
-        return lambda column: column
-    salt = options.salt
-    # No type hints: Spark would try to read a pandas/arrow UDF kind from them.
-    return F.udf(lambda a: None if a is None else pseudonymize_address(a, salt), "string")
-
-
 def duplicate_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame:
     """A recipient with two or more DELIVERED outcomes for one message: the recipient got the
     message twice (a retry that did not know of the first delivery). Subject
     ``<message_id> <recipient>``; ``detail.positions`` lists the DELIVERY records."""
     rows = state.messages.select(
         "queue", "message_id", "state", F.explode("duplicate_deliveries").alias("d")
-    ).withColumn("recipient", _address(options)(F.col("d.recipient")))
+    ).withColumn("recipient", F.col("d.recipient"))
     detail = F.struct(
         "message_id",
         "recipient",
@@ -243,28 +235,114 @@ def stuck_message(state: LogQueueState, options: AuditOptions) -> DataFrame:
     )  # fmt: skip
 
 
-def unreclaimed_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
-    """A segment file whose every record is garbage (its number is below the garbage end's
-    segment) but which is still on disk: storage, and finished messages' addresses kept after
-    they left the queue. ``detail.below_saved_suffix``: the saved restart positions no longer
-    cover it (it can go now); else the queue must save newer positions first."""
-    rows = state.queues.select(
+# Where a queue's saved restart positions come from (`segment_facts`): a whole ``restart.lq``,
+# none (the restart reads every segment), or a damaged one (nothing may be decided from it).
+SAVED, NO_SAVED, DAMAGED_SAVED = layout.RESTART_FILE, "missing", "damaged"
+
+
+def segment_facts(state: LogQueueState) -> DataFrame:
+    """One row per segment file present, with what a plan needs to delete it safely: ``queue,
+    segment, file, listed_size`` (the directory listing), ``path, size, sha256`` (of the bytes
+    the reader parsed; null when the file was not read), ``garbage`` (every record is before
+    the garbage end), ``below_saved_suffix`` (the saved restart positions no longer cover it),
+    ``saved_positions`` (`SAVED`, `NO_SAVED` or `DAMAGED_SAVED`), ``saved_suffix_segment``, and
+    the positions ``garbage_end`` and ``saved_suffix``."""
+    listed = state.queues.select(
         "queue",
+        "suffix_source",
         "saved_suffix_segment",
         "saved_suffix_offset",
         "garbage_end_segment",
         "garbage_end_offset",
+        F.size("restart_problems").alias("restart_problems"),
         F.explode("segments").alias("s"),
-    ).where(F.col("s.segment") < F.col("garbage_end_segment"))
-    detail = F.struct(
-        F.col("s.segment").alias("segment"),
+    ).select("*", F.col("s.segment").alias("segment"), F.col("s.file").alias("file"))
+    read = state.segment_files.select("queue", "file", "size", "sha256")
+    rows = listed.join(read, ["queue", "file"], "left")
+    saved = (
+        F.when(F.col("restart_problems") > 0, F.lit(DAMAGED_SAVED))
+        .when(F.col("suffix_source") != F.lit(layout.RESTART_FILE), F.lit(NO_SAVED))
+        .otherwise(F.lit(SAVED))
+    )
+    return rows.select(
+        "queue",
+        "segment",
+        "file",
+        F.col("s.size").alias("listed_size"),
+        F.concat_ws("/", "queue", "file").alias("path"),
+        "size",
+        "sha256",
+        (F.col("segment") < F.col("garbage_end_segment")).alias("garbage"),
+        (F.col("segment") < F.col("saved_suffix_segment")).alias("below_saved_suffix"),
+        saved.alias("saved_positions"),
+        "saved_suffix_segment",
         _position("garbage_end_segment", "garbage_end_offset").alias("garbage_end"),
         _position("saved_suffix_segment", "saved_suffix_offset").alias("saved_suffix"),
-        (F.col("s.segment") < F.col("saved_suffix_segment")).alias("below_saved_suffix"),
     )
+
+
+_FACTS = (
+    "segment", "path", "size", "sha256", "garbage_end", "saved_suffix", "saved_suffix_segment",
+    "saved_positions", "below_saved_suffix",
+)  # fmt: skip
+
+
+def unreclaimed_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """A segment file whose every record is garbage (its number is below the garbage end's
+    segment) but which is still on disk: storage, and finished messages' addresses kept after
+    they left the queue. ``detail.below_saved_suffix``: the saved restart positions no longer
+    cover it (it can go now); else the queue must save newer positions first.
+    ``detail.saved_positions``: ``restart.lq``, ``missing`` or ``damaged`` (nothing may be
+    deleted on positions that cannot be read); ``path``, ``size`` and ``sha256`` are the file
+    and the digest of the bytes the audit read (a plan's precondition)."""
+    rows = segment_facts(state).where(F.col("garbage"))
+    detail = F.struct(*_FACTS)
     return _finding(
-        rows, "unreclaimed_segment", "warning", "segment", F.col("s.file"), options, detail,
-        F.col("s.size"),
+        rows, "unreclaimed_segment", "warning", "segment", F.col("file"), options, detail,
+        F.coalesce("size", "listed_size"),
+    )  # fmt: skip
+
+
+def record_addresses(records: DataFrame) -> DataFrame:
+    """``queue, file, address``: each distinct mail address a segment's records hold (ENVELOPE
+    sender and recipients, DELIVERY outcome recipients)."""
+    envelope = F.from_json("values", "sender string, recipients array<string>")
+    outcomes = F.from_json("values", "outcomes array<array<string>>")
+    addresses = F.when(
+        F.col("type") == F.lit(fmt.ENVELOPE),
+        F.concat(
+            F.array(envelope["sender"]),
+            F.coalesce(envelope["recipients"], F.array().cast("array<string>")),
+        ),
+    ).otherwise(F.transform(outcomes["outcomes"], lambda outcome: outcome[0]))
+    wanted = records.where(F.col("type").isin(fmt.ENVELOPE, fmt.DELIVERY))
+    found = wanted.select("queue", "file", F.explode(addresses).alias("address"))
+    return found.where(F.col("address").isNotNull() & (F.col("address") != "")).distinct()
+
+
+def personal_data(state: LogQueueState, options: AuditOptions) -> DataFrame:
+    """Only when the audit looks for data subjects (``--erasure-policy``): a segment file whose
+    records hold one of them (an envelope's sender or recipients, a delivery's recipients).
+    ``detail.subjects``: the matching keyed hashes, never an address; with the segment's
+    facts (`segment_facts`): whether it is garbage, below the saved suffix, its path, size and
+    SHA-256. Spool files (message contents) are not searched. ``bytes``: the file's size."""
+    if not options.subjects:
+        return empty(state.queues.sparkSession)
+    hashed = subjects.keyed_column(
+        subjects.address_hash_column(F.col("address")), options.subject_key
+    )
+    found = (
+        record_addresses(state.records)
+        .select("queue", "file", hashed.alias("keyed"))
+        .where(F.col("keyed").isin(sorted(options.subjects)))
+        .groupBy("queue", "file")
+        .agg(F.array_sort(F.collect_set("keyed")).alias("subjects"))
+    )
+    rows = segment_facts(state).join(found, ["queue", "file"])
+    detail = F.struct(*_FACTS[:1], "subjects", "garbage", *_FACTS[1:])
+    return _finding(
+        rows, "personal_data", "info", "segment", F.col("file"), options, detail,
+        F.coalesce("size", "listed_size"),
     )  # fmt: skip
 
 
@@ -340,6 +418,7 @@ CHECKS = (
     unreclaimed_segment,
     restart_lag,
     lost_envelope,
+    personal_data,
 )
 
 

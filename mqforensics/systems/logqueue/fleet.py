@@ -10,8 +10,11 @@ reading it with `segment.read_segment`, so a damaged file never fails the task:
   when the header is damaged), ``values`` the decoded payload as a JSON object (lists for tuples),
   ``message_id`` the UUID text (zeros for RESTART). A number that does not fit its column (a
   ``u32`` reference above 2^31-1, a ``u64`` time above 2^63-1) is null.
-- ``logqueue_problems`` (`read_problems`): one row per `segment.Problem`, `PROBLEMS`, plus a
-  ``bad_segment_header`` problem when a valid header's number is not the file name's.
+- ``logqueue_segments`` (`read_segments`): one row per segment file, `SEGMENTS`: its size and
+  SHA-256 (of the very bytes parsed: what a plan records and the purger checks again), the
+  number of whole records, and its problems (`segment.Problem`, plus a ``bad_segment_header``
+  when a valid header's number is not the file name's). `read_problems` is those problems, one
+  row each (`PROBLEMS`).
 
 A missing or unreadable directory or segment file is an InputError on the driver naming it,
 before any job; a directory without any segment gives no rows. A file that vanishes after
@@ -20,6 +23,7 @@ planning fails its task with an InputError naming it (`errors.explain` recovers 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -48,6 +52,10 @@ RECORDS = (
     "values string"
 )
 PROBLEMS = "queue string, file string, kind string, offset bigint, size bigint, detail string"
+SEGMENTS = (
+    "queue string, file string, segment int, size bigint, sha256 string, records bigint, "
+    "problems array<struct<kind: string, offset: bigint, size: bigint, detail: string>>"
+)
 
 _INT32 = (1 << 31) - 1
 _INT64 = (1 << 63) - 1
@@ -92,10 +100,17 @@ def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
 
 def read_file(path: str) -> SegmentFile:
     """`read_segment` of `path`; an OS error (the file vanished) is an InputError naming it."""
+    return read_file_digest(path)[0]
+
+
+def read_file_digest(path: str) -> tuple[SegmentFile, str]:
+    """`read_segment` of `path` and the SHA-256 of the bytes it parsed (one read); an OS error
+    (the file vanished) is an InputError naming it."""
     try:
-        return read_segment(path)
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from None
+    return read_segment(data, name=path), hashlib.sha256(data).hexdigest()
 
 
 def _fits(value: int | None, limit: int) -> int | None:
@@ -132,11 +147,12 @@ def problems_of(seg: SegmentFile) -> list[Problem]:
     return problems
 
 
-def problem_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
-    """The `PROBLEMS` rows of one read segment."""
+def segment_row(queue: str, seg: SegmentFile, sha256: str) -> tuple:
+    """The `SEGMENTS` row of one read segment."""
     name = Path(seg.source).name
-    for p in problems_of(seg):
-        yield (queue, name, p.kind, p.offset, p.size, p.detail)
+    problems = [(p.kind, p.offset, p.size, p.detail) for p in problems_of(seg)]
+    number = _fits(segment_number_of(name), _INT32)
+    return (queue, name, number, seg.size, sha256, len(seg.records), problems)
 
 
 class _SegmentsReader(DataSourceReader):
@@ -151,20 +167,21 @@ class _SegmentsReader(DataSourceReader):
     def read(self, partition: SegmentPartition | None) -> Iterator[tuple]:  # type: ignore[override]
         if partition is None:  # no segment anywhere: Spark plans one empty partition
             return
-        yield from self.rows(partition.queue, read_file(partition.path))
+        yield from self.rows(partition.queue, partition.path)
 
-    def rows(self, queue: str, seg: SegmentFile) -> Iterator[tuple]:
+    def rows(self, queue: str, path: str) -> Iterator[tuple]:
         raise NotImplementedError
 
 
 class LogqueueRecordsReader(_SegmentsReader):
-    def rows(self, queue: str, seg: SegmentFile) -> Iterator[tuple]:
-        return record_rows(queue, seg)
+    def rows(self, queue: str, path: str) -> Iterator[tuple]:
+        return record_rows(queue, read_file(path))
 
 
-class LogqueueProblemsReader(_SegmentsReader):
-    def rows(self, queue: str, seg: SegmentFile) -> Iterator[tuple]:
-        return problem_rows(queue, seg)
+class LogqueueSegmentsReader(_SegmentsReader):
+    def rows(self, queue: str, path: str) -> Iterator[tuple]:
+        seg, sha256 = read_file_digest(path)
+        yield segment_row(queue, seg, sha256)
 
 
 class LogqueueRecordsSource(DataSource):
@@ -181,21 +198,22 @@ class LogqueueRecordsSource(DataSource):
         return LogqueueRecordsReader(dict(self.options))
 
 
-class LogqueueProblemsSource(DataSource):
-    """``spark.read.format("logqueue_problems")``: the damage the reader found in each segment."""
+class LogqueueSegmentsSource(DataSource):
+    """``spark.read.format("logqueue_segments")``: each segment file's size, SHA-256, record
+    count and the damage the reader found in it."""
 
     @classmethod
     def name(cls) -> str:
-        return "logqueue_problems"
+        return "logqueue_segments"
 
     def schema(self) -> str:
-        return PROBLEMS
+        return SEGMENTS
 
-    def reader(self, schema: Any) -> LogqueueProblemsReader:
-        return LogqueueProblemsReader(dict(self.options))
+    def reader(self, schema: Any) -> LogqueueSegmentsReader:
+        return LogqueueSegmentsReader(dict(self.options))
 
 
-SOURCES = (LogqueueRecordsSource, LogqueueProblemsSource)
+SOURCES = (LogqueueRecordsSource, LogqueueSegmentsSource)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +260,19 @@ def read_records(spark: SparkSession, dirs: Sequence[str | Path]) -> DataFrame:
     return _load(spark, LogqueueRecordsSource, dirs)
 
 
+def read_segments(spark: SparkSession, dirs: Sequence[str | Path]) -> DataFrame:
+    """One row per segment file of `dirs` (`SEGMENTS`), one partition per segment file; lazy."""
+    return _load(spark, LogqueueSegmentsSource, dirs)
+
+
+def problems_of_segments(segments: DataFrame) -> DataFrame:
+    """The problems of a `SEGMENTS` frame, one row each (`PROBLEMS`)."""
+    from pyspark.sql import functions as F
+
+    exploded = segments.select("queue", "file", F.explode("problems").alias("p"))
+    return exploded.select("queue", "file", "p.kind", "p.offset", "p.size", "p.detail")
+
+
 def read_problems(spark: SparkSession, dirs: Sequence[str | Path]) -> DataFrame:
-    """Every problem the reader found in the segments of `dirs` (`PROBLEMS`), one partition per
-    segment file; lazy."""
-    return _load(spark, LogqueueProblemsSource, dirs)
+    """Every problem the reader found in the segments of `dirs` (`PROBLEMS`); lazy."""
+    return problems_of_segments(read_segments(spark, dirs))

@@ -1,75 +1,152 @@
-"""Reclamation plans for queue directories, and the purger executor that carries them out.
+"""Reclamation plans from an audit's findings, and the purger executor that carries them out.
 
 A segment may go only when the queue's own restart procedure would never read it again: its
-number is below the working suffix of the *saved* restart positions (``restart.lq``). Segments
-that replay shows to be garbage but that the saved positions still cover are deferred (the
-queue must save newer positions first: `restart_lag`). At apply time the executor re-reads
-``restart.lq`` and the file: the segment must still be below the live saved suffix and have
-the planned size, else the action is skipped. Its census is whether every segment from the
-live saved suffix to the newest is present: a running queue appends, rotates and deletes its
-own garbage meanwhile, but a gap there would be a segment its restart needs.
+number is below the working suffix of the *saved* restart positions (``restart.lq``). The
+audit's `unreclaimed_segment` findings name every garbage segment with what decides that (the
+saved suffix, whether ``restart.lq`` was whole) and the file's size and SHA-256; `plan` reads
+nothing else. Garbage that the saved positions still cover is deferred (the queue must save
+newer positions first: `restart_lag`), and so is every segment of a queue whose ``restart.lq``
+is missing or damaged (nothing is decided from positions that cannot be read). An erasure
+(``erase_subject``) deletes the segments its `personal_data` findings name when they may go by
+the same rule; a segment the restart still reads cannot be edited, so it is deferred.
+
+At apply time the executor re-reads ``restart.lq`` and the file: the segment must still be
+below the live saved suffix and have the planned size and SHA-256, else the action is skipped.
+Its census is whether every segment from the live saved suffix to the newest is present: a
+running queue appends, rotates and deletes its own garbage meanwhile, but a gap there would be
+a segment its restart needs.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError
-from mqforensics.file_digest import file_digest
 from mqforensics.purge.engine import Operations, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, mismatch, unlink_checked
 from mqforensics.retention.manifest import Action, Deferred, Plan
-from mqforensics.retention.policy import Policy
+from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
+from mqforensics.spec import PlanParts
 from mqforensics.systems.logqueue import layout
-from mqforensics.systems.logqueue.replay import replay
-from mqforensics.systems.logqueue.segment import read_segment
 
 SYSTEM = "logqueue"
+GARBAGE_SEGMENTS = "garbage_segments"
 DELETE_SEGMENT = "logqueue.delete_segment"
+UNRECLAIMED, PERSONAL_DATA = "unreclaimed_segment", "personal_data"
+BELOW_SUFFIX = "entirely before the saved working suffix"
 SAVED_POSITIONS_BEHIND = (
     "garbage, but the saved restart positions still cover it: the queue must save newer "
     "positions first (restart_lag)"
 )
+NO_SAVED_POSITIONS = (
+    "the queue has no restart.lq: its restart reads every segment, none may go before it saves "
+    "its positions"
+)
+DAMAGED_SAVED_POSITIONS = (
+    "restart.lq is damaged (corrupt_segment, crc_mismatch or torn_tail on restart.lq): nothing "
+    "is planned from positions that cannot be read"
+)
+STILL_READ = (
+    "holds a data subject to erase, but the queue's restart still reads it and a segment cannot "
+    "be edited: it can go once the queue has finished these messages and saved newer positions"
+)
+NOT_READ = "the audit did not read this file (no size and SHA-256): audit again"
 
 
-def plan_reclamation(
-    directories: Sequence[Path], policy: Policy
-) -> tuple[list[Action], list[Deferred], list[str]]:
-    """Actions deleting every segment below each queue's saved suffix; deferrals; notes."""
-    rules = tuple(r.id for r in policy.rules_of("garbage_segments", SYSTEM))
+def _rule_applies(rule: Rule, queue: str) -> bool:
+    """A rule's ``queues`` name queue directories by path or by their last component."""
+    return rule.applies_to(SYSTEM, queue) or rule.applies_to(SYSTEM, Path(queue).name)
+
+
+@dataclass
+class _Segment:
+    """One segment file some findings select, with every rule and finding that does."""
+
+    detail: dict[str, Any]
+    rules: set[str] = field(default_factory=set)
+    findings: set[str] = field(default_factory=set)
+    checks: set[str] = field(default_factory=set)
+
+
+def _blocked(detail: Mapping[str, Any]) -> str | None:
+    """Why a segment may not be deleted now (the restart may still read it), or None."""
+    positions = detail.get("saved_positions")
+    if positions == "damaged":
+        return DAMAGED_SAVED_POSITIONS
+    if positions != layout.RESTART_FILE:
+        return NO_SAVED_POSITIONS
+    if not detail.get("below_saved_suffix"):
+        return SAVED_POSITIONS_BEHIND if detail.get("garbage") is not False else STILL_READ
+    if not isinstance(detail.get("sha256"), str) or not isinstance(detail.get("size"), int):
+        return NOT_READ
+    return None
+
+
+def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:
+    """`logqueue.delete_segment` actions from an audit's findings (``findings.raw.json`` rows):
+    every segment an `unreclaimed_segment` finding names, under a ``garbage_segments`` rule, and
+    every segment a `personal_data` finding names with a subject of an ``erase_subject`` rule;
+    each may go only when it is below its queue's saved suffix, read from a whole
+    ``restart.lq`` (else it is deferred with the reason). Each action cites its findings."""
+    garbage_rules = policy.rules_of(GARBAGE_SEGMENTS, SYSTEM)
+    erase_rules = [r for r in policy.rules_of(ERASE_SUBJECT, SYSTEM) if r.subjects]
+    selected: dict[tuple[str, int], _Segment] = {}
+    for row in findings:
+        queue, detail = row["queue"], row["detail"]
+        if row["check"] == UNRECLAIMED:
+            rules = [r.id for r in garbage_rules if _rule_applies(r, queue)]
+        elif row["check"] == PERSONAL_DATA:
+            held = set(detail.get("subjects") or ())
+            rules = [
+                r.id for r in erase_rules if held & set(r.subjects) and _rule_applies(r, queue)
+            ]
+        else:
+            continue
+        if not rules:
+            continue
+        entry = selected.setdefault((queue, int(detail["segment"])), _Segment(detail))
+        entry.rules.update(rules)
+        entry.findings.add(row["id"])
+        entry.checks.add(row["check"])
     actions: list[Action] = []
     deferred: list[Deferred] = []
     notes: list[str] = []
-    if not rules:
-        return actions, deferred, notes
-    for directory in directories:
-        directory = directory.resolve()
-        files = layout.segments(directory)
-        saved = layout.saved_positions(directory)
-        if saved is None:
-            notes.append(f"{directory}: no {layout.RESTART_FILE}: nothing is below a suffix")
+    for (queue, number), entry in sorted(selected.items()):
+        detail = entry.detail
+        target = {"queue": queue, "segment": number, "file": Path(detail["path"]).name}
+        chosen, cited = tuple(sorted(entry.rules)), tuple(sorted(entry.findings))
+        why_not = _blocked(detail)
+        if why_not is not None:
+            deferred.append(Deferred(DELETE_SEGMENT, target, chosen, why_not, cited))
             continue
-        suffix_segment = saved.suffix[0]
-        needed = [read_segment(path) for n, path in files.items() if n >= suffix_segment]
-        end = (max(files), files[max(files)].stat().st_size) if files else saved.suffix
-        garbage_end = replay((r for s in needed for r in s.records), saved.suffix).garbage_end(end)
-        for number, path in files.items():
-            target = {"queue": str(directory), "segment": number, "file": path.name}
-            if number < suffix_segment:
-                size, sha256 = file_digest(path)
-                precondition = {
-                    "size": size, "sha256": sha256, "saved_suffix_segment": suffix_segment
-                }  # fmt: skip
-                reason = "entirely before the saved working suffix"
-                actions.append(Action(DELETE_SEGMENT, target, precondition, rules, size, 0, reason))
-            elif number < garbage_end[0]:
-                size = path.stat().st_size
-                deferred.append(Deferred(DELETE_SEGMENT, target, rules, SAVED_POSITIONS_BEHIND))
-    return actions, deferred, notes
+        precondition = {
+            "size": detail["size"], "sha256": detail["sha256"],
+            "saved_suffix_segment": detail["saved_suffix_segment"],
+        }  # fmt: skip
+        reason = BELOW_SUFFIX
+        if PERSONAL_DATA in entry.checks:
+            reason += "; holds a data subject to erase"
+        actions.append(
+            Action(DELETE_SEGMENT, target, precondition, chosen, detail["size"], 0, reason,
+                   findings=cited)
+        )  # fmt: skip
+    for queue in sorted({q for q, _ in selected}):
+        reasons = {d.reason for d in deferred if d.target["queue"] == queue}
+        if NO_SAVED_POSITIONS in reasons:
+            notes.append(f"{queue}: no {layout.RESTART_FILE}: nothing is below a saved suffix")
+        if DAMAGED_SAVED_POSITIONS in reasons:
+            notes.append(f"{queue}: {layout.RESTART_FILE} is damaged: nothing planned there")
+    if erase_rules:
+        notes.append(
+            "erase_subject: segments were searched for the subjects (envelope senders and "
+            "recipients, delivery recipients); spool files (message contents) were not"
+        )
+    return PlanParts(actions=actions, deferred=deferred, notes=notes)
 
 
 class SegmentExecutor:
@@ -78,7 +155,14 @@ class SegmentExecutor:
     kinds = (DELETE_SEGMENT,)
 
     def __init__(self, plan: Plan) -> None:
-        self._queues = sorted({a.target["queue"] for a in plan.actions() if a.kind in self.kinds})
+        planned = {a.target["queue"] for a in plan.actions() if a.kind in self.kinds}
+        audited = set(plan.header.get("inputs", {}).get("queues") or ())
+        outside = sorted(planned - audited)
+        if outside:
+            raise ConfigError(
+                f"plan {plan.directory}: actions on {outside[0]}, which its audit did not read"
+            )
+        self._queues = sorted(planned)
 
     def classify(self, exc: BaseException) -> str | None:
         return None

@@ -30,7 +30,9 @@ Frames of `LogQueueState` (positions are segment/offset column pairs; a position
   counts.
 - ``orphans`` (`ORPHANS`): `Replay.orphans`, with the record's file and the reason.
 - ``spool`` (`SPOOL`): the files of ``<dir>/spool``.
-- ``records`` and ``problems``: `fleet.read_records` (lazy) and `fleet.read_problems`.
+- ``segment_files`` (`fleet.SEGMENTS`): one row per segment file read: size, SHA-256, record
+  count and problems (`fleet.read_segments`); ``problems``: those problems, one row each.
+- ``records``: `fleet.read_records` (lazy: every segment is read again when it is used).
 """
 
 from __future__ import annotations
@@ -360,16 +362,17 @@ class LogQueueState:
     queues: DataFrame
     orphans: DataFrame
     spool: DataFrame
+    segment_files: DataFrame
 
 
 def read_state(spark: SparkSession, dirs: Sequence[str | Path]) -> LogQueueState:
-    """Every frame of `dirs`: the replay and the problems are computed at once (an InputError of
-    an executor is re-raised here); ``records`` stays lazy."""
+    """Every frame of `dirs`: the segment files (with their problems) and the replay are
+    computed at once (an InputError of an executor is re-raised here); ``records`` stays lazy."""
     from pyspark.sql import functions as F
 
     checked = fleet.checked_dirs(dirs)
     records = fleet.read_records(spark, checked)
-    problems = computed(fleet.read_problems(spark, checked))
+    segment_files = computed(fleet.read_segments(spark, checked))
     placeholders = spark.createDataFrame([(d,) for d in checked], "queue string")
     grouped = records.select(*INPUT_COLUMNS).unionByName(placeholders, allowMissingColumns=True)
     out = computed(grouped.groupBy("queue").applyInArrow(replay_group, OUTPUT))
@@ -380,9 +383,10 @@ def read_state(spark: SparkSession, dirs: Sequence[str | Path]) -> LogQueueState
     return LogQueueState(
         checked,
         records,
-        problems,
+        fleet.problems_of_segments(segment_files),
         part("message"),
         part("queue_row"),
         part("orphan"),
         part("spool"),
+        segment_files,
     )

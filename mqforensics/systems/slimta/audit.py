@@ -1,52 +1,47 @@
-"""`mqforensics audit slimta (--disk DIR | --redis URL | --s3 s3://BUCKET) --out DIR`.
+"""What `mqforensics audit slimta (--disk DIR | --redis URL | --s3 s3://BUCKET) --out DIR` reads.
 
-Every store is listed on the driver and read by Spark tasks (`fleet`), each pickle decoded by the
-allow-list unpickler (`safe_pickle`); the checks (`checks`) are written as by `audit james`
-(findings.json and findings.parquet, atomically) and summarised. Mail addresses are pseudonymised
-unless ``--reveal-addresses``. Exit status: 0, 1 when any finding is ``error`` or worse, 2 on bad
-input (a missing directory, a refused login: nothing is written then).
+The source options and their checks before Spark starts (`add_source_options`, `check_inputs`),
+and the loader the audit runner calls (`load`): every store is listed on the driver and read by
+Spark tasks (`fleet`), each pickle decoded by the allow-list unpickler (`safe_pickle`), into the
+items frame (`items.ITEMS`) every check reads (`checks`, with `settings`). The runner writes the
+findings, the manifest and the summary, and pseudonymises addresses; an empty store is nothing
+to audit (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mqforensics.errors import ConfigError
-from mqforensics.findings import exit_status
-from mqforensics.sources.blobstore import S3Endpoint
-from mqforensics.systems.james.audit import (
-    add_findings_arguments,
-    parse_duration,
-    summarise,
-    write_findings,
-)
-from mqforensics.systems.slimta import checks
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.spec import AuditArgs, Loaded
+from mqforensics.systems.slimta import options as defaults
+from mqforensics.systems.slimta.options import AuditOptions
 from mqforensics.systems.slimta.redis_store import DEFAULT_PREFIX
+from mqforensics.units import counter, parse_duration, utc_now
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from mqforensics.systems.slimta.fleet import Stores
 
-def parse_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigError(f"--retry-maximum {text!r} is not a count")
-    return value
+KINDS = ("message", "tmp_file", "queue_entry", "other_key")
+NO_TMP_DIR = "no --tmp-dir given: stale_tmp was not checked"
 
 
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options naming slimta stores, shared by `audit slimta` and `plan slimta`."""
+def add_source_options(parser: argparse.ArgumentParser) -> None:
+    """The options naming slimta stores (any combination, at least one) and the thresholds."""
     stores = parser.add_argument_group("stores (at least one)")
-    stores.add_argument("--disk", type=Path, metavar="ENV_DIR", help="DiskStorage env_dir")
-    stores.add_argument("--meta-dir", type=Path, help="DiskStorage meta_dir (default: ENV_DIR)")
     stores.add_argument(
-        "--tmp-dir", type=Path,
+        "--disk", type=Path, metavar="ENV_DIR", help="DiskStorage env_dir (the .env files)"
+    )
+    stores.add_argument(
+        "--meta-dir", type=Path, metavar="DIR", help="DiskStorage meta_dir (default: ENV_DIR)"
+    )
+    stores.add_argument(
+        "--tmp-dir", type=Path, metavar="DIR",
         help="DiskStorage tmp_dir, for stale_tmp (slimta's default is the system temp dir)",
     )  # fmt: skip
     stores.add_argument(
@@ -54,8 +49,9 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         help="redis://HOST[:PORT][/DB]; login from MQF_REDIS_USERNAME / MQF_REDIS_PASSWORD",
     )  # fmt: skip
     stores.add_argument(
-        "--redis-prefix", default=DEFAULT_PREFIX, help="RedisStorage prefix (default %(default)s)"
-    )
+        "--redis-prefix", default=DEFAULT_PREFIX, metavar="PREFIX",
+        help="RedisStorage prefix (default %(default)s)",
+    )  # fmt: skip
     stores.add_argument(
         "--s3", metavar="s3://BUCKET[/PREFIX]",
         help="cloud storage bucket; endpoint from --s3-endpoint or MQF_S3_ENDPOINT, keys AWS_*",
@@ -63,21 +59,41 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     stores.add_argument("--s3-endpoint", metavar="URL", help="S3 endpoint (default: AWS)")
     stores.add_argument(
         "--sqs-export", type=Path, metavar="FILE",
-        help="SQS messages of the queue (aws sqs receive-message JSON, or JSON Lines)",
+        help="SQS messages of the queue (aws sqs receive-message JSON, or JSON Lines); needs --s3",
+    )  # fmt: skip
+    thresholds = parser.add_argument_group("thresholds")
+    thresholds.add_argument(
+        "--retry-maximum", type=counter("--retry-maximum"), default=defaults.DEFAULT_RETRY_MAXIMUM,
+        metavar="N",
+        help="the slimta app's retry: maximum (default %(default)s: no retry configured)",
+    )  # fmt: skip
+    thresholds.add_argument(
+        "--retention", type=parse_duration, default=defaults.DEFAULT_RETENTION, metavar="AGE",
+        help="how long a queued message may hold personal data (default 7d)",
+    )  # fmt: skip
+    thresholds.add_argument(
+        "--stale-tmp", type=parse_duration, default=defaults.DEFAULT_STALE_TMP, metavar="AGE",
+        help="age after which a tmp_dir file is a leftover (default 1h)",
     )  # fmt: skip
 
 
-def stores_of(args: argparse.Namespace):  # -> fleet.Stores (imported lazily: Spark)
-    """The `fleet.Stores` the options name; a ConfigError/InputError for bad ones."""
+def stores_of(args: argparse.Namespace) -> Stores:
+    """The `fleet.Stores` the options name; a ConfigError/InputError for bad ones (a missing
+    directory or export file, a password in a URL), all before Spark starts."""
+    from mqforensics.sources.blobstore import S3Endpoint
     from mqforensics.systems.slimta.cloud import Bucket
     from mqforensics.systems.slimta.disk import DiskLayout
     from mqforensics.systems.slimta.fleet import Stores
     from mqforensics.systems.slimta.redis_server import RedisServer
 
-    if not (args.disk or args.redis or args.s3):
-        raise ConfigError("name at least one store: --disk ENV_DIR, --redis URL or --s3 s3://B")
     if (args.meta_dir or args.tmp_dir) and not args.disk:
         raise ConfigError("--meta-dir and --tmp-dir describe a --disk store")
+    if not (args.disk or args.redis or args.s3):
+        raise ConfigError("name at least one store: --disk ENV_DIR, --redis URL or --s3 s3://B")
+    if args.sqs_export is not None and not args.s3:
+        raise ConfigError("--sqs-export needs --s3: the bucket its messages point into")
+    if args.sqs_export is not None and not Path(args.sqs_export).is_file():
+        raise InputError(f"{args.sqs_export}: no such SQS export file")
     endpoint = S3Endpoint.from_env()
     if args.s3_endpoint:
         endpoint = S3Endpoint(args.s3_endpoint, endpoint.region, endpoint.access_key,
@@ -92,60 +108,84 @@ def stores_of(args: argparse.Namespace):  # -> fleet.Stores (imported lazily: Sp
     )
 
 
-def add_parser(systems: argparse._SubParsersAction) -> None:
-    parser = systems.add_parser("slimta", help="python-slimta queue storage (disk, Redis, S3)")
-    add_store_arguments(parser)
-    add_findings_arguments(parser)
-    parser.add_argument(
-        "--retry-maximum", type=parse_count, default=checks.DEFAULT_RETRY_MAXIMUM,
-        help="the slimta app's retry: maximum (default %(default)s: no retry configured)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--retention", type=parse_duration, default=checks.DEFAULT_RETENTION,
-        help="how long a queued message may hold personal data (default 7d)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--stale-tmp", type=parse_duration, default=checks.DEFAULT_STALE_TMP,
-        help="age after which a tmp_dir file is a leftover (default 1h)",
-    )  # fmt: skip
-    parser.set_defaults(run=run)
+def check_inputs(args: argparse.Namespace) -> None:
+    """Everything about the stores that can be checked before Spark starts."""
+    stores_of(args)
 
 
-def audit_options(args: argparse.Namespace, stores) -> checks.AuditOptions:
-    return checks.AuditOptions(
-        as_of=args.as_of or dt.datetime.now(dt.UTC).replace(microsecond=0),
-        retry_maximum=args.retry_maximum,
-        retention=args.retention,
-        stale_tmp=args.stale_tmp,
-        sqs_export=stores.sqs_export is not None,
-        reveal_addresses=getattr(args, "reveal_addresses", False),
-    )
+def _file_fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
 
 
-def audit(spark: SparkSession, args: argparse.Namespace):  # -> (Stores, options, items, rows)
-    """Read the stores into the items frame (computed), run the checks and write the findings."""
+def inputs_of(stores: Stores) -> list[dict[str, Any]]:
+    """The run manifest's inputs: where each store is (never a credential)."""
+    inputs: list[dict[str, Any]] = []
+    if stores.disk is not None:
+        layout = stores.disk
+        inputs.append({"kind": "slimta DiskStorage", "location": layout.env_dir,
+                       "meta_dir": layout.meta_dir, "tmp_dir": layout.tmp_dir})  # fmt: skip
+    if stores.redis is not None:
+        inputs.append({"kind": "slimta RedisStorage", "location": stores.redis.where,
+                       "prefix": stores.redis_prefix})  # fmt: skip
+    if stores.s3 is not None:
+        inputs.append({"kind": "slimta cloud storage", "location": stores.s3.store,
+                       "endpoint": stores.s3_endpoint.endpoint_url or "AWS"})  # fmt: skip
+    if stores.sqs_export is not None:
+        path = Path(stores.sqs_export)
+        inputs.append({"kind": "SQS export", "location": str(path.resolve()),
+                       "fingerprint": _file_fingerprint(path)})  # fmt: skip
+    return inputs
+
+
+def plan_inputs(stores: Stores, retry_maximum: int) -> dict[str, Any]:
+    """The plan header's inputs: the stores (no credential) and the disk layout, which the
+    executor's census needs to find each ``.meta``."""
+    inputs: dict[str, Any] = {"stores": stores.describe(), "retry_maximum": retry_maximum}
+    if stores.disk is not None:
+        layout = stores.disk
+        inputs["disk"] = {"env_dir": layout.env_dir, "meta_dir": layout.meta_dir,
+                          "tmp_dir": layout.tmp_dir}  # fmt: skip
+    return inputs
+
+
+def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Loaded:
+    """The stores read into the items frame (computed now: every check reads it)."""
     from mqforensics.spark import computed
     from mqforensics.systems.slimta.fleet import read_items
 
     stores = stores_of(args)
-    options = audit_options(args, stores)
     items = computed(read_items(spark, stores))
-    return stores, options, items, write_findings(checks.run_checks(items, options), args.out)
-
-
-def run(args: argparse.Namespace) -> int:
-    from mqforensics.spark import session
-    from mqforensics.views.progress import spark_progress
-
-    spark = session("mqforensics-audit-slimta")
-    with spark_progress(spark, "audit slimta"):
-        stores, options, items, rows = audit(spark, args)
     counts = {r["kind"]: r["count"] for r in items.groupBy("kind").count().collect()}
-    print(f"slimta: {', '.join(stores.describe())}; judged at {options.as_of:%Y-%m-%dT%H:%M:%SZ}")
-    print("items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in
-                                ("message", "tmp_file", "queue_entry")))  # fmt: skip
-    if stores.disk and stores.disk.tmp_dir is None:
-        print("note: no --tmp-dir given: stale_tmp was not checked")
-    print(summarise(rows))
-    print(f"Wrote {args.out / 'findings.json'} and {args.out / 'findings.parquet'}")
-    return exit_status(rows)
+    notes = ["items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in KINDS)]
+    if stores.disk is not None and stores.disk.tmp_dir is None:
+        notes.append(NO_TMP_DIR)
+    return Loaded(
+        frames=items,
+        source="; ".join(stores.describe()),
+        as_of=common.as_of or utc_now(),
+        objects=sum(counts.values()),
+        inputs=inputs_of(stores),
+        plan_inputs=plan_inputs(stores, args.retry_maximum),
+        notes=notes,
+    )
+
+
+def settings(args: argparse.Namespace, common: AuditArgs, loaded: Loaded) -> AuditOptions:
+    """What every check judges against."""
+    disk = loaded.plan_inputs.get("disk") or {}
+    return AuditOptions(
+        as_of=loaded.as_of,
+        retry_maximum=args.retry_maximum,
+        retention=args.retention,
+        stale_tmp=args.stale_tmp,
+        sqs_export=args.sqs_export is not None,
+        env_dir=disk.get("env_dir"),
+        meta_dir=disk.get("meta_dir"),
+        tmp_dir=disk.get("tmp_dir"),
+        subjects=common.subjects,
+        subject_key=common.subject_key,
+    )

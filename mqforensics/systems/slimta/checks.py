@@ -4,56 +4,39 @@
 
 A finding's ``subject`` is the first stored part of the item: the ``.env`` path (the ``.meta``
 path when there is no ``.env``), the Redis key, the S3 key, or the SQS message. Facts about
-slimta's behaviour come from python-slimta 5.0.5 (see docs/slimta.md). Mail addresses in
-``detail`` are pseudonymised unless ``AuditOptions.reveal_addresses``.
+slimta's behaviour come from python-slimta 5.0.5 (see docs/slimta.md). Checks never
+pseudonymise: the audit runner does, in one place.
+
+The findings a cleanup plan acts on (`planner`) also carry, in ``detail``, what the plan records
+about the item (`_plan_facts`): its stored ``parts`` (name, size and digest: a file's SHA-256, a
+hash's fields digest, an object's ETag), the ``files`` a DiskStorage message or tmp file is made
+of, an object's ``metadata``, a queue entry's ``entry_hex``, the queue entries naming a message
+(``queued_by``) and the times its age is judged from (``arrival``, ``modified``,
+``next_attempt``). A plan is made from these alone: the store is read once, by the audit.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from mqforensics.findings import union_all
-from mqforensics.privacy import pseudonymize_address
+from mqforensics import subjects
+from mqforensics.findings import empty, union_all
 from mqforensics.systems.slimta.items import MESSAGE, OK, OTHER_KEY, QUEUE_ENTRY, SYSTEM, TMP_FILE
+from mqforensics.systems.slimta.options import AuditOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-DEFAULT_RETRY_MAXIMUM = 0  # the slimta app's default: no `retry` section means no retry at all
-DEFAULT_RETENTION = dt.timedelta(days=7)
-DEFAULT_STALE_TMP = dt.timedelta(hours=1)
 # slimta renames the .meta into place right after the .env: younger pairs may be mid-write.
 TORN_WRITE_GRACE = dt.timedelta(minutes=1)
 UNSAFE = "unsafe_pickle"
 BROKEN_STATES = ("corrupt_pickle", "wrong_type")
 UNREADABLE = "unreadable"
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0)
-
-
-@dataclass(frozen=True)
-class AuditOptions:
-    """What the checks judge against; `as_of` is every finding's ``observed_at``.
-
-    `retry_maximum` is the slimta app's ``retry: maximum`` (its backoff gives up once
-    ``attempts > maximum``). `retention`: how long a queued message may hold personal data.
-    `sqs_export`: an SQS export was read, so an object no SQS message names was never queued.
-    """
-
-    as_of: dt.datetime = field(default_factory=_now)
-    retry_maximum: int = DEFAULT_RETRY_MAXIMUM
-    retention: dt.timedelta = DEFAULT_RETENTION
-    stale_tmp: dt.timedelta = DEFAULT_STALE_TMP
-    sqs_export: bool = False
-    reveal_addresses: bool = False
-    salt: str = ""
 
 
 def _utc(instant: dt.datetime) -> dt.datetime:
@@ -84,17 +67,87 @@ def _finding(
     )
 
 
-def _address(options: AuditOptions) -> Callable[[Column], Column]:
-    """A column's mail address as shown: itself, or pseudonymised (a Python UDF)."""
-    if options.reveal_addresses:
-        return lambda column: column
-    salt = options.salt
-    # No type hints: Spark would try to read a pandas/arrow UDF kind from them.
-    return F.udf(lambda a: a if not a else pseudonymize_address(a, salt), "string")
-
-
 def _messages(items: DataFrame) -> DataFrame:
     return items.where(F.col("kind") == MESSAGE)
+
+
+def _joined(directory: str) -> str:
+    return os.path.join(directory, "")
+
+
+def _files(options: AuditOptions) -> Column:
+    """The files a DiskStorage item is made of, present or not: a message's ``<id>.env`` and
+    ``<id>.meta`` (in that order: the purger removes the ``.env`` first), a tmp file itself."""
+    none = F.lit(None).cast("array<string>")
+    if options.env_dir is None:
+        return none
+    disk = F.col("backend") == "disk"
+    meta_dir = _joined(options.meta_dir or options.env_dir)
+    message = F.array(
+        F.concat(F.lit(_joined(options.env_dir)), F.col("id"), F.lit(".env")),
+        F.concat(F.lit(meta_dir), F.col("id"), F.lit(".meta")),
+    )
+    tmp = (
+        F.array(F.concat(F.lit(_joined(options.tmp_dir)), F.col("id")))
+        if options.tmp_dir is not None
+        else none
+    )
+    return (
+        F.when(disk & (F.col("kind") == MESSAGE), message)
+        .when(disk & (F.col("kind") == TMP_FILE), tmp)
+        .otherwise(none)
+    )
+
+
+def with_queue_entries(items: DataFrame, frame: DataFrame | None = None) -> DataFrame:
+    """`frame` (default: `items`) with ``queued_by``: for a message, the distinct notifications
+    naming it (``name``: the Redis list or the SQS message; ``entry_hex``: the Redis list item),
+    sorted; null when none does."""
+    entries = (
+        items.where((F.col("kind") == QUEUE_ENTRY) & F.col("id").isNotNull())
+        .groupBy(F.col("store").alias("_entry_store"), F.col("id").alias("_entry_id"))
+        .agg(
+            F.array_sort(
+                F.collect_set(F.struct(_subject().alias("name"), F.col("entry_hex")))
+            ).alias("queued_by")
+        )
+    )
+    base = items if frame is None else frame
+    condition = (
+        (F.col("kind") == MESSAGE)
+        & (F.col("store") == F.col("_entry_store"))
+        & (F.col("id") == F.col("_entry_id"))
+    )
+    return base.join(entries, condition, "left").drop("_entry_store", "_entry_id")
+
+
+def _plan_facts(options: AuditOptions, *, queued: bool = False) -> list[Column]:
+    """What a plan records about the item a finding names (see the module docstring);
+    `queued`: the frame went through `with_queue_entries`."""
+    parts = F.transform(
+        "parts",
+        lambda p: F.struct(
+            p["name"].alias("name"), p["size"].alias("size"), p["digest"].alias("digest")
+        ),
+    )
+    metadata = F.when(
+        F.col("backend") == "s3", F.from_json(F.col("metadata"), "map<string,string>")
+    )
+    queued_by = (
+        F.col("queued_by")
+        if queued
+        else F.lit(None).cast("array<struct<name:string,entry_hex:string>>")
+    )
+    return [
+        parts.alias("parts"),
+        _files(options).alias("files"),
+        metadata.alias("metadata"),
+        F.col("entry_hex"),
+        queued_by.alias("queued_by"),
+        F.col("arrival"),
+        F.col("modified"),
+        F.col("next_attempt"),
+    ]
 
 
 def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
@@ -107,7 +160,7 @@ def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
     was read: an object no SQS message names (``queue_message`` failed after the upload, which
     slimta only logs, so the object is never delivered). Disk pairs younger than a minute may
     still be mid-write and are left out."""
-    rows = _messages(items).where(
+    rows = with_queue_entries(items, _messages(items)).where(
         F.col("backend").isin("disk", "redis")
         & ((F.col("envelope_state") == "missing") != (F.col("meta_state") == "missing"))
         & (F.col("modified").isNull() | (F.col("modified") < _before(options, TORN_WRITE_GRACE)))
@@ -121,7 +174,12 @@ def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
                 "warning"
             ),
             options,
-            F.struct(F.col("backend"), F.col("id"), missing.alias("missing")),
+            F.struct(
+                F.col("backend"),
+                F.col("id"),
+                missing.alias("missing"),
+                *_plan_facts(options, queued=True),
+            ),
         )
     ]
     if options.sqs_export:
@@ -137,7 +195,10 @@ def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
                 "left_anti",
             )
         )
-        detail = F.struct(F.col("backend"), F.col("id"), F.lit("queue_message").alias("missing"))
+        detail = F.struct(
+            F.col("backend"), F.col("id"), F.lit("queue_message").alias("missing"),
+            *_plan_facts(options),
+        )  # fmt: skip
         found.append(_finding(unqueued, "torn_write", "error", options, detail))
     return union_all(items.sparkSession, found)
 
@@ -154,7 +215,10 @@ def stale_tmp(items: DataFrame, options: AuditOptions) -> DataFrame:
         .when(F.col("meta_state") == OK, "meta")
         .otherwise("unknown")
     )
-    detail = F.struct(F.col("id").alias("file"), holds.alias("holds"), F.col("modified"))
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("id").alias("file"), holds.alias("holds"),
+        *_plan_facts(options),
+    )  # fmt: skip
     return _finding(rows, "stale_tmp", "warning", options, detail)
 
 
@@ -183,8 +247,10 @@ def corrupt_meta(items: DataFrame, options: AuditOptions) -> DataFrame:
     )
     counted = rows.join(listed, "store", "left")
     reason = F.coalesce(F.col("meta_error"), F.lit("no timestamp"))
-    detail = F.struct(F.col("backend"), F.col("id"), reason.alias("reason"),
-                      later.alias("blocks_later"))  # fmt: skip
+    detail = F.struct(
+        F.col("backend"), F.col("id"), reason.alias("reason"), later.alias("blocks_later"),
+        *_plan_facts(options),
+    )  # fmt: skip
     return _finding(counted, "corrupt_meta", "error", options, detail)
 
 
@@ -215,10 +281,12 @@ def retry_exhausted(items: DataFrame, options: AuditOptions) -> DataFrame:
     """A message with more attempts than the backoff allows (``attempts > retry_maximum``):
     slimta's backoff gave up on it, so it should have been bounced and removed; it still holds
     the mail (a failed remove, or a queue that changed its retry settings)."""
-    rows = _messages(items).where(F.col("attempts") > F.lit(options.retry_maximum))
+    messages = _messages(items).where(F.col("attempts") > F.lit(options.retry_maximum))
+    rows = with_queue_entries(items, messages)
     detail = F.struct(
         F.col("backend"), F.col("id"), F.col("attempts"),
-        F.lit(options.retry_maximum).alias("retry_maximum"), F.col("next_attempt"),
+        F.lit(options.retry_maximum).alias("retry_maximum"),
+        *_plan_facts(options, queued=True),
     )  # fmt: skip
     return _finding(rows, "retry_exhausted", "warning", options, detail)
 
@@ -255,23 +323,28 @@ def delivered_indexes_unreliable(items: DataFrame, options: AuditOptions) -> Dat
 def retention_exceeded(items: DataFrame, options: AuditOptions) -> DataFrame:
     """Personal data held beyond `retention`: a queued message (or a ``tmp_dir`` file holding an
     envelope) that arrived longer ago than that. Age is the envelope's arrival ``timestamp``;
-    when the envelope does not decode, the file's modification time (``detail.age_from``)."""
-    address = _address(options)
-    arrived = F.coalesce(F.col("arrival"), F.col("modified"))
+    when the envelope does not decode, the file's modification time, else (Redis, S3) the next
+    attempt, which slimta sets at enqueue or later (``detail.age_from``)."""
+    arrived = F.coalesce(F.col("arrival"), F.col("modified"), F.col("next_attempt"))
     holds_mail = (F.col("kind") == MESSAGE) | (
         (F.col("kind") == TMP_FILE) & (F.col("envelope_state") == OK)
     )
-    rows = items.where(holds_mail & (arrived < _before(options, options.retention)))
+    selected = items.where(holds_mail & (arrived < _before(options, options.retention)))
+    rows = with_queue_entries(items, selected)
+    age_from = (
+        F.when(F.col("arrival").isNotNull(), "arrival")
+        .when(F.col("modified").isNotNull(), "modified")
+        .otherwise("next_attempt")
+    )
     detail = F.struct(
-        F.col("backend"), F.col("id"),
-        F.when(F.col("arrival").isNotNull(), "arrival").otherwise("modified").alias("age_from"),
-        arrived.alias("since"),
+        F.col("backend"), F.col("id"), age_from.alias("age_from"), arrived.alias("since"),
         F.floor(
             (F.lit(_utc(options.as_of)).cast("timestamp").cast("long") - arrived.cast("long"))
             / 86400
         ).alias("age_days"),
-        address(F.col("sender")).alias("sender"),
+        F.col("sender"),
         F.size(F.coalesce(F.col("recipients"), F.array())).alias("recipients"),
+        *_plan_facts(options, queued=True),
     )  # fmt: skip
     return _finding(rows, "retention_exceeded", "warning", options, detail)
 
@@ -286,7 +359,10 @@ def dangling_queue_entry(items: DataFrame, options: AuditOptions) -> DataFrame:
         held, (entries.store == held.store) & (entries.id == held.held_id), "left_anti"
     )
     broken = entries.where(F.col("envelope_state").isin(*BROKEN_STATES))
-    detail = F.struct(F.col("backend"), F.col("id"), F.col("envelope_error").alias("reason"))
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("envelope_error").alias("reason"),
+        *_plan_facts(options),
+    )  # fmt: skip
     return union_all(
         items.sparkSession,
         [
@@ -318,6 +394,32 @@ def queue_list_blocks_load(items: DataFrame, options: AuditOptions) -> DataFrame
     return _finding(lists, "queue_list_blocks_load", "error", options, detail)
 
 
+def personal_data(items: DataFrame, options: AuditOptions) -> DataFrame:
+    """A queued message, or a ``tmp_dir`` file holding an envelope, whose envelope sender or
+    recipients include a data subject searched for (``--erasure-policy``): one finding per item,
+    ``detail.subjects`` the matching keyed hashes (`mqforensics.subjects`), never an address.
+    Only envelope addresses are searched, not headers or bodies. Nothing when no subject is
+    searched."""
+    if not options.subjects:
+        return empty(items.sparkSession)
+    addresses = F.concat(
+        F.array(F.col("sender")),
+        F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
+    )
+    wanted = F.array(*(F.lit(s) for s in sorted(options.subjects)))
+    held = F.array_sort(
+        F.array_intersect(subjects.keyed_addresses(addresses, options.subject_key), wanted)
+    )
+    holds_mail = F.col("kind").isin(MESSAGE, TMP_FILE) & (F.col("envelope_state") == OK)
+    found = items.where(holds_mail).withColumn("_subjects", held).where(F.size("_subjects") > 0)
+    rows = with_queue_entries(items, found)
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("_subjects").alias("subjects"),
+        *_plan_facts(options, queued=True),
+    )  # fmt: skip
+    return _finding(rows, "personal_data", "info", options, detail)
+
+
 CHECKS: dict[str, Callable[[DataFrame, AuditOptions], DataFrame]] = {
     "torn_write": torn_write,
     "stale_tmp": stale_tmp,
@@ -329,10 +431,11 @@ CHECKS: dict[str, Callable[[DataFrame, AuditOptions], DataFrame]] = {
     "retention_exceeded": retention_exceeded,
     "dangling_queue_entry": dangling_queue_entry,
     "queue_list_blocks_load": queue_list_blocks_load,
+    "personal_data": personal_data,
 }
 
 
 def run_checks(items: DataFrame, options: AuditOptions | None = None) -> DataFrame:
-    """Every check's findings over `items`, as one frame."""
+    """Every check's findings over `items`, as one frame (what the audit runner computes)."""
     options = options or AuditOptions()
     return union_all(items.sparkSession, [check(items, options) for check in CHECKS.values()])

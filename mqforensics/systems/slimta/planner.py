@@ -1,49 +1,53 @@
-"""Cleanup plans for slimta queue stores: which items a retention policy removes, and why.
+"""Cleanup plans for slimta queue stores, made from an audit's findings: which items a retention
+policy removes, and why. No store is read here: every fact an action records comes from the
+``detail`` of the findings that justify it (`checks`), and every action cites their ids.
 
 Rule kinds (system ``slimta``; a rule's ``queues`` name stores as findings do):
 
-- ``queued_mail`` (``older_than``): queued messages, and ``tmp_dir`` files holding an envelope,
-  that arrived longer ago than that (personal data past its retention: `retention_exceeded`).
+- ``queued_mail`` (``older_than``): the items of `retention_exceeded` findings (queued
+  messages, and ``tmp_dir`` files holding an envelope) that arrived longer ago than that
+  (personal data past its retention). The audit's ``--retention`` bounds what it found: a
+  shorter ``older_than`` is said in a note.
 - ``queue_leftovers`` (``older_than``): what slimta itself will never deliver or clean up, older
-  than that: torn writes, ``tmp_dir`` files, dangling or undecodable Redis queue entries, and
-  messages past the retry maximum (`retry_exhausted`).
-- ``erase_subject``: every message and ``tmp_dir`` envelope whose envelope sender or recipients
-  include a subject, with the Redis queue entries naming it.
+  than that: torn writes on disk and in Redis (`torn_write`; an S3 object no exported SQS
+  message names is not one: an export is rarely the whole queue), stale ``tmp_dir`` files
+  (`stale_tmp`), dangling or undecodable queue entries (`dangling_queue_entry`), messages past
+  the retry maximum (`retry_exhausted`) and Redis keys that are not hashes (`corrupt_meta`).
+- ``erase_subject``: the items of `personal_data` findings holding one of the rule's subjects
+  (every message and ``tmp_dir`` envelope whose envelope sender or recipients include one).
 
 Age is the envelope's arrival time, else the file's modification time, else the next-attempt
-time. A whole message is one action (both files, the hash, the object), so a plan never leaves a
-half message behind. Never planned, always deferred with the reason: items holding an unsafe
-pickle (evidence: preserve them), Redis keys of another type, and SQS messages (the purger does
-not consume queues: delete them with the SQS API after the objects are gone).
+time (for a leftover, the modification time first: a torn write left an hour ago may hold a
+message that arrived a moment before). A whole message is one action (both files, the hash,
+the object), so a plan never leaves a half message behind, and the Redis queue entries naming
+it follow it, citing the same findings. Never planned, always deferred with the reason and the
+findings: items holding an unsafe pickle (evidence: preserve them; the `unsafe_pickle` finding
+is cited too), Redis keys of another type, objects the store gave no ETag for, and SQS
+messages (the purger does not consume queues: delete them with the SQS API after the objects
+are gone).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqforensics.retention.manifest import Action, Deferred
-from mqforensics.retention.policy import Policy, Rule, subject_hash
-from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX
-from mqforensics.systems.slimta.items import MESSAGE, OK, OTHER_KEY, QUEUE_ENTRY, SYSTEM, TMP_FILE
+from mqforensics.retention.policy import Policy, Rule, duration_text
+from mqforensics.spec import PlanParts
+from mqforensics.systems.slimta.items import MESSAGE, OTHER_KEY, QUEUE_ENTRY, SYSTEM, TMP_FILE
 from mqforensics.systems.slimta.redis_store import QUEUE_SUFFIX
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from mqforensics.systems.slimta.fleet import Stores
+from mqforensics.units import parse_duration, parse_instant
 
 DELETE_FILES = "slimta.delete_files"
 DELETE_REDIS_HASH = "slimta.delete_redis_hash"
 REMOVE_QUEUE_ENTRY = "slimta.remove_queue_entry"
 DELETE_OBJECT = "slimta.delete_object"
 KINDS = (DELETE_FILES, DELETE_REDIS_HASH, REMOVE_QUEUE_ENTRY, DELETE_OBJECT)
+RULE_KINDS = ("queued_mail", "queue_leftovers", "erase_subject")
 
-UNSAFE = "unsafe_pickle"
 EVIDENCE = (
     "holds an unsafe pickle (unsafe_pickle): evidence of tampering, preserve and investigate "
     "before anything removes it"
@@ -52,219 +56,295 @@ NOT_A_HASH = "the key is not a hash: inspect it by hand"
 SQS_NOT_PURGED = "an SQS message: the purger does not consume queues, delete it with the SQS API"
 NO_ETAG = "the store gave no ETag for the object: nothing to re-check it against"
 
-
-@dataclass
-class PlanParts:
-    actions: list[Action] = field(default_factory=list)
-    deferred: list[Deferred] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-def _utc(value: dt.datetime | None) -> dt.datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+# The checks whose findings a queue_leftovers rule selects (torn_write only on disk and Redis,
+# corrupt_meta only for keys that are not hashes).
+LEFTOVER_CHECKS = ("torn_write", "stale_tmp", "dangling_queue_entry", "retry_exhausted",
+                   "corrupt_meta")  # fmt: skip
+_WHAT = {MESSAGE: "queued message", TMP_FILE: "tmp_dir file", QUEUE_ENTRY: "queue entry",
+         OTHER_KEY: "Redis key"}  # fmt: skip
 
 
-def _age_basis(row: dict[str, Any], kind: str) -> dt.datetime | None:
+def _instant(value: Any) -> dt.datetime | None:
+    return parse_instant(value) if isinstance(value, str) and value else None
+
+
+def _age_basis(detail: Mapping[str, Any], kind: str) -> dt.datetime | None:
     """When the item's age starts: its arrival for mail past retention, its last change for a
-    leftover (a torn write left an hour ago may hold a message that arrived a moment before)."""
+    leftover."""
     order = ("arrival", "modified") if kind == "queued_mail" else ("modified", "arrival")
-    return _utc(row[order[0]] or row[order[1]] or row["next_attempt"])
+    for name in (*order, "next_attempt"):
+        instant = _instant(detail.get(name))
+        if instant is not None:
+            return instant
+    return None
 
 
-def _older(row: dict[str, Any], rule: Rule, as_of: dt.datetime) -> bool:
-    basis = _age_basis(row, rule.kind)
+def _older(detail: Mapping[str, Any], rule: Rule, as_of: dt.datetime) -> bool:
+    basis = _age_basis(detail, rule.kind)
     return basis is not None and rule.older_than is not None and basis < as_of - rule.older_than
 
 
-def _torn(row: dict[str, Any]) -> bool:
-    halves = (row["envelope_state"] == "missing", row["meta_state"] == "missing")
-    return row["backend"] in ("disk", "redis") and halves[0] != halves[1]
+def _rule_kind(finding: Mapping[str, Any]) -> str | None:
+    """The rule kind that may select the item of `finding`, or None."""
+    check, detail = finding["check"], finding["detail"]
+    if check == "retention_exceeded":
+        return "queued_mail"
+    if check == "personal_data":
+        return "erase_subject"
+    if check == "torn_write" and detail.get("missing") == "queue_message":
+        return None  # S3 without an SQS message: the export may not be the whole queue
+    if check == "corrupt_meta" and finding["scope"] != OTHER_KEY:
+        return None
+    if check in LEFTOVER_CHECKS:
+        return "queue_leftovers"
+    return None
 
 
-def _names_subject(row: dict[str, Any], subjects: set[str]) -> bool:
-    addresses = [row["sender"] or "", *(row["recipients"] or [])]
-    return any(a and subject_hash(a) in subjects for a in addresses)
+def _key(finding: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """What names one item across the findings about it: its store, kind and first part (and,
+    for a Redis queue entry, the entry itself: every entry of a list has the list as subject)."""
+    entry = finding["detail"].get("entry_hex") if finding["scope"] == QUEUE_ENTRY else None
+    return (finding["queue"] or "", finding["scope"], finding["subject"] or "", entry or "")
+
+
+@dataclass
+class _Item:
+    """One stored item some rules selected, with the findings that justify each rule."""
+
+    finding: dict[str, Any]
+    by_rule: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def detail(self) -> dict[str, Any]:
+        return self.finding["detail"]
+
+    @property
+    def backend(self) -> str:
+        return str(self.detail.get("backend") or "")
+
+    @property
+    def scope(self) -> str:
+        return str(self.finding["scope"])
+
+    @property
+    def store(self) -> str:
+        return str(self.finding["queue"])
+
+    def order(self) -> tuple[Any, ...]:
+        """Messages before queue entries; then as the audit listed items."""
+        return (self.scope == QUEUE_ENTRY, self.backend, self.store, self.scope,
+                self.detail.get("id") or "", *_key(self.finding))  # fmt: skip
 
 
 class SlimtaPlanner:
-    """Turns item rows into actions; `stores` gives the paths and keys items do not carry."""
+    """Turns findings into actions; rules in the order of `RULE_KINDS`, then the policy's."""
 
-    def __init__(
-        self, stores: Stores, policy: Policy, as_of: dt.datetime, retry_maximum: int
-    ) -> None:
-        self.stores = stores
-        self.as_of = _utc(as_of) or as_of
-        self.retry_maximum = retry_maximum
-        self.rules = [
-            r
-            for kind in ("queued_mail", "queue_leftovers", "erase_subject")
-            for r in policy.rules_of(kind, SYSTEM)
-        ]
+    def __init__(self, policy: Policy, as_of: dt.datetime) -> None:
+        self.as_of = as_of
+        self.rules = [r for kind in RULE_KINDS for r in policy.rules_of(kind, SYSTEM)]
         self.out = PlanParts()
 
-    def _selecting(self, row: dict[str, Any], held: set[tuple[str, str]]) -> list[Rule]:
-        rules = []
+    def _selecting(self, finding: Mapping[str, Any]) -> list[Rule]:
+        kind = _rule_kind(finding)
+        if kind is None:
+            return []
+        chosen = []
         for rule in self.rules:
-            if not rule.applies_to(SYSTEM, row["store"]):
+            if rule.kind != kind or not rule.applies_to(SYSTEM, finding["queue"]):
                 continue
-            kind, item = rule.kind, row["kind"]
-            holds_mail = item == MESSAGE or (item == TMP_FILE and row["envelope_state"] == OK)
-            if kind == "queued_mail":
-                chosen = holds_mail and _older(row, rule, self.as_of)
-            elif kind == "erase_subject":
-                chosen = holds_mail and _names_subject(row, set(rule.subjects))
-            else:
-                leftover = (
-                    item in (TMP_FILE, OTHER_KEY)
-                    or (item == MESSAGE and _torn(row))
-                    or (item == MESSAGE and (row["attempts"] or 0) > self.retry_maximum)
-                    or (item == QUEUE_ENTRY and (row["store"], row["id"]) not in held)
-                )
-                chosen = leftover and _older(row, rule, self.as_of)
-            if chosen:
-                rules.append(rule)
-        return rules
+            if kind == "erase_subject":
+                if set(finding["detail"].get("subjects") or ()) & set(rule.subjects):
+                    chosen.append(rule)
+            elif _older(finding["detail"], rule, self.as_of):
+                chosen.append(rule)
+        return chosen
 
-    def plan(self, rows: Iterable[dict[str, Any]], held: set[tuple[str, str]]) -> PlanParts:
-        """Actions for `rows` (all items); `held`: (store, id) of every message."""
-        entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        later: list[tuple[dict[str, Any], tuple[str, ...]]] = []
-        removed: dict[tuple[str, str], tuple[str, ...]] = {}
-        for row in rows:
-            if row["kind"] == QUEUE_ENTRY:
-                entries.setdefault((row["store"], row["id"]), []).append(row)
-            rules = self._selecting(row, held)
-            if not rules:
+    def _rules_and_findings(self, item: _Item) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        rules = tuple(r.id for r in self.rules if r.id in item.by_rule)
+        findings = tuple(sorted(set().union(*item.by_rule.values())))
+        return rules, findings
+
+    def plan(self, findings: Iterable[dict[str, Any]]) -> PlanParts:
+        """The actions and deferrals of every finding some rule selects."""
+        items: dict[tuple[str, str, str, str], _Item] = {}
+        unsafe: dict[tuple[str, str, str, str], list[str]] = {}
+        for finding in findings:
+            if finding["system"] != SYSTEM:
                 continue
-            ids = tuple(r.id for r in rules)
-            item_kind = row["kind"]
-            if item_kind == QUEUE_ENTRY:
-                later.append((row, ids))
+            if finding["check"] == "unsafe_pickle":
+                unsafe.setdefault(_key(finding), []).append(finding["id"])
+            for rule in self._selecting(finding):
+                item = items.setdefault(_key(finding), _Item(finding))
+                item.by_rule.setdefault(rule.id, set()).add(finding["id"])
+        later: list[tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]] = []
+        removed: list[tuple[_Item, tuple[str, ...], tuple[str, ...]]] = []
+        for item in sorted(items.values(), key=_Item.order):
+            rules, cited = self._rules_and_findings(item)
+            if item.scope == QUEUE_ENTRY:
+                later.append((self._entry_target(item), rules, cited))
                 continue
-            if UNSAFE in (row["envelope_state"], row["meta_state"]):
+            kind, target = self._kind(item), self._target(item)
+            evidence = unsafe.get(_key(item.finding))
+            if evidence:
+                why = tuple(sorted({*cited, *evidence}))
+                self.out.deferred.append(Deferred(kind, target, rules, EVIDENCE, why))
+                continue
+            if item.backend == "s3" and not self._parts(item)[0].get("digest"):
+                self.out.deferred.append(Deferred(kind, target, rules, NO_ETAG, cited))
+                continue
+            if item.scope == OTHER_KEY:
+                self.out.deferred.append(Deferred(kind, target, rules, NOT_A_HASH, cited))
+                continue
+            self.out.actions.append(
+                self._action(kind, target, self._precondition(item), rules, cited,
+                             int(item.finding["bytes"] or 0), item.scope)
+            )  # fmt: skip
+            if item.scope == MESSAGE:
+                removed.append((item, rules, cited))
+        # Queue entries naming a removed message go with it, after it, citing its findings.
+        for item, rules, cited in removed:
+            for entry in item.detail.get("queued_by") or ():
+                later.append((self._named_entry(item, entry), rules, cited))
+        seen: dict[str, int] = {}
+        for target, rules, cited in later:
+            if target["backend"] != "redis":
                 self.out.deferred.append(
-                    Deferred(self._kind(row), self._target(row), ids, EVIDENCE)
+                    Deferred(REMOVE_QUEUE_ENTRY, target, rules, SQS_NOT_PURGED, cited)
                 )
                 continue
-            if row["backend"] == "s3" and not row["parts"][0]["digest"]:
-                target = self._target(row)
-                self.out.deferred.append(Deferred(DELETE_OBJECT, target, ids, NO_ETAG))
+            prefix = target["list"][: -len(QUEUE_SUFFIX)]
+            precondition = {"message_key": prefix + (target["id"] or ""),
+                            "message_key_absent": True}  # fmt: skip
+            size = len(target["entry_hex"]) // 2
+            action = self._action(REMOVE_QUEUE_ENTRY, target, precondition, rules, cited, size,
+                                  QUEUE_ENTRY)  # fmt: skip
+            if action.id in seen:  # one action removes every copy of an entry
+                index = seen[action.id]
+                first = self.out.actions[index]
+                merged_rules = tuple(dict.fromkeys((*first.rules, *rules)))
+                merged = tuple(sorted({*first.findings, *cited}))
+                self.out.actions[index] = self._action(
+                    REMOVE_QUEUE_ENTRY, first.target, first.precondition, merged_rules, merged,
+                    first.bytes, QUEUE_ENTRY,
+                )  # fmt: skip
                 continue
-            if item_kind == OTHER_KEY:
-                target = self._target(row)
-                self.out.deferred.append(Deferred(DELETE_REDIS_HASH, target, ids, NOT_A_HASH))
-                continue
-            self.out.actions.append(self._action(row, ids))
-            if row["kind"] == MESSAGE:
-                removed[(row["store"], row["id"])] = ids
-        # Queue entries naming a removed message go with it, after it.
-        for key, ids in removed.items():
-            for entry in entries.get(key, []):
-                later.append((entry, ids))
-        seen: set[str] = set()
-        for entry, ids in later:
-            target = self._target(entry)
-            if entry["backend"] != "redis":
-                self.out.deferred.append(Deferred(REMOVE_QUEUE_ENTRY, target, ids, SQS_NOT_PURGED))
-                continue
-            if entry["envelope_state"] == UNSAFE:
-                self.out.deferred.append(Deferred(REMOVE_QUEUE_ENTRY, target, ids, EVIDENCE))
-                continue
-            action = self._action(entry, ids)
-            if action.id not in seen:  # one action removes every copy of an entry
-                seen.add(action.id)
-                self.out.actions.append(action)
+            seen[action.id] = len(self.out.actions)
+            self.out.actions.append(action)
         return self.out
 
     @staticmethod
-    def _kind(row: dict[str, Any]) -> str:
-        if row["kind"] == QUEUE_ENTRY:
+    def _kind(item: _Item) -> str:
+        if item.scope == QUEUE_ENTRY:
             return REMOVE_QUEUE_ENTRY
-        return {"disk": DELETE_FILES, "redis": DELETE_REDIS_HASH, "s3": DELETE_OBJECT}[
-            row["backend"]
-        ]
+        return {"disk": DELETE_FILES, "redis": DELETE_REDIS_HASH, "s3": DELETE_OBJECT}[item.backend]
 
-    def _files(self, row: dict[str, Any]) -> list[str]:
-        layout = self.stores.disk
-        assert layout is not None
-        if row["kind"] == TMP_FILE:
-            assert layout.tmp_dir is not None
-            return [os.path.join(layout.tmp_dir, row["id"])]
-        return [
-            os.path.join(layout.env_dir, row["id"] + ENV_SUFFIX),
-            os.path.join(layout.meta_dir, row["id"] + META_SUFFIX),
-        ]
+    @staticmethod
+    def _parts(item: _Item) -> list[dict[str, Any]]:
+        parts = item.detail.get("parts") or []
+        if not parts:
+            raise ValueError(f"finding {item.finding['id']}: detail names no stored part")
+        return list(parts)
 
-    def _target(self, row: dict[str, Any]) -> dict[str, Any]:
-        backend, part = row["backend"], row["parts"][0]
-        if row["kind"] == QUEUE_ENTRY:
-            if backend == "redis":
-                return {"backend": backend, "server": row["store"], "list": part["name"],
-                        "entry_hex": row["entry_hex"], "id": row["id"]}  # fmt: skip
-            return {"backend": backend, "store": row["store"], "message": part["name"],
-                    "id": row["id"]}  # fmt: skip
-        if backend == "disk":
-            return {"backend": backend, "store": row["store"], "id": row["id"],
-                    "files": self._files(row)}  # fmt: skip
+    def _target(self, item: _Item) -> dict[str, Any]:
+        part = self._parts(item)[0]
+        message_id = item.detail.get("id")
+        if item.backend == "disk":
+            files = item.detail.get("files")
+            if not files:
+                raise ValueError(f"finding {item.finding['id']}: detail names no files")
+            return {"backend": "disk", "store": item.store, "id": message_id,
+                    "files": list(files)}  # fmt: skip
+        if item.backend == "redis":
+            return {"backend": "redis", "server": item.store, "key": part["name"],
+                    "id": message_id}  # fmt: skip
+        bucket = item.store.removeprefix("s3://").split("/", 1)[0]
+        return {"backend": "s3", "bucket": bucket, "key": part["name"], "id": message_id}
+
+    def _entry_target(self, item: _Item) -> dict[str, Any]:
+        """A queue entry selected itself (a dangling one)."""
+        name = self._parts(item)[0]["name"]
+        return self._entry(item.backend, item.store, name, item.detail.get("entry_hex"),
+                           item.detail.get("id"))  # fmt: skip
+
+    def _named_entry(self, message: _Item, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """A queue entry naming the message `message` (from its ``queued_by``)."""
+        return self._entry(message.backend, message.store, entry["name"], entry.get("entry_hex"),
+                           message.detail.get("id"))  # fmt: skip
+
+    @staticmethod
+    def _entry(
+        backend: str, store: str, name: str, entry_hex: str | None, message_id: str | None
+    ) -> dict[str, Any]:
         if backend == "redis":
-            return {"backend": backend, "server": row["store"], "key": part["name"],
-                    "id": row["id"]}  # fmt: skip
-        assert self.stores.s3 is not None
-        return {"backend": backend, "bucket": self.stores.s3.bucket, "key": part["name"],
-                "id": row["id"]}  # fmt: skip
+            return {"backend": backend, "server": store, "list": name, "entry_hex": entry_hex,
+                    "id": message_id}  # fmt: skip
+        return {"backend": backend, "store": store, "message": name, "id": message_id}
 
-    def _precondition(self, row: dict[str, Any]) -> dict[str, Any]:
-        backend, parts = row["backend"], row["parts"]
-        if row["kind"] == QUEUE_ENTRY:
-            prefix = self.stores.redis_prefix
-            return {"message_key": prefix + (row["id"] or ""), "message_key_absent": True}
-        if backend == "disk":
+    def _precondition(self, item: _Item) -> dict[str, Any]:
+        parts = self._parts(item)
+        if item.backend == "disk":
             return {"files": {p["name"]: {"size": p["size"], "sha256": p["digest"]}
                               for p in parts}}  # fmt: skip
-        if backend == "redis":
+        if item.backend == "redis":
             return {"fields_sha256": parts[0]["digest"]}
         # slimta counts an attempt by rewriting the metadata, which keeps the ETag.
-        metadata = json.loads(row["metadata"]) if row["metadata"] else {}
-        return {"etag": parts[0]["digest"], "size": parts[0]["size"], "metadata": metadata}
+        return {"etag": parts[0]["digest"], "size": parts[0]["size"],
+                "metadata": dict(item.detail.get("metadata") or {})}  # fmt: skip
 
-    def _action(self, row: dict[str, Any], rules: tuple[str, ...]) -> Action:
-        what = {MESSAGE: "queued message", TMP_FILE: "tmp_dir file", QUEUE_ENTRY: "queue entry"}
-        reason = f"{what[row['kind']]} selected by {', '.join(rules)}"
-        return Action(
-            self._kind(row), self._target(row), self._precondition(row), rules,
-            int(row["stored_bytes"] or 0), 0, reason,
-        )  # fmt: skip
-
-
-def item_rows(items: DataFrame) -> Iterator[dict[str, Any]]:
-    """Every item as a dict (streamed to the driver, messages before queue entries)."""
-    ordered = items.orderBy(
-        (items.kind == QUEUE_ENTRY).cast("int"), "backend", "store", "kind", "id"
-    )
-    for row in ordered.toLocalIterator():
-        yield row.asDict(recursive=True)
+    @staticmethod
+    def _action(
+        kind: str,
+        target: dict[str, Any],
+        precondition: dict[str, Any],
+        rules: tuple[str, ...],
+        findings: tuple[str, ...],
+        size: int,
+        scope: str,
+    ) -> Action:
+        reason = f"{_WHAT.get(scope, scope)} selected by {', '.join(rules)}"
+        return Action(kind, target, precondition, rules, size, 0, reason, findings=findings)
 
 
-def plan_cleanup(
-    items: DataFrame, stores: Stores, policy: Policy, as_of: dt.datetime, retry_maximum: int
-) -> PlanParts:
-    """The actions, deferrals and notes of `policy` over the computed `items` frame."""
-    held = {
-        (r["store"], r["id"])
-        for r in items.where(items.kind == MESSAGE).select("store", "id").toLocalIterator()
-    }
-    planner = SlimtaPlanner(stores, policy, as_of, retry_maximum)
-    out = planner.plan(item_rows(items), held)
+def _shorter_than_audit(
+    rules: list[Rule], kind: str, options: Mapping[str, Any], option: str, what: str
+) -> list[str]:
+    """Notes for `kind` rules whose ``older_than`` is under the audit's `option` threshold:
+    `what` between the two was never found, so it is not planned."""
+    text = options.get(option.lstrip("-").replace("-", "_"))
+    if not isinstance(text, str):
+        return []
+    threshold = parse_duration(text)
+    return [
+        f"rule {rule.id} ({kind}) selects {what} older than {duration_text(rule.older_than)}, "
+        f"but the audit only found those older than {option} {text}: audit with {option} "
+        f"{duration_text(rule.older_than)} to plan the others"
+        for rule in rules
+        if rule.kind == kind and rule.older_than is not None and rule.older_than < threshold
+    ]
+
+
+def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:
+    """The actions, deferrals and notes of `policy` over an audit's raw `findings`; `manifest`
+    is the audit's (its ``as_of`` judges ages; its options give the thresholds it used)."""
+    as_of = parse_instant(str(manifest["as_of"]))
+    planner = SlimtaPlanner(policy, as_of)
+    out = planner.plan(findings)
     if not planner.rules:
         out.notes.append("the policy has no queued_mail, queue_leftovers or erase_subject rule")
+    options: Mapping[str, Any] = manifest.get("options") or {}
+    out.notes += _shorter_than_audit(
+        planner.rules, "queued_mail", options, "--retention", "queued mail"
+    )
+    out.notes += _shorter_than_audit(
+        planner.rules, "queue_leftovers", options, "--stale-tmp", "tmp_dir files"
+    )
     if any(r.kind == "erase_subject" for r in planner.rules):
         out.notes.append(
             "erasure matches envelope senders and recipients; addresses that appear only in "
             "headers or bodies are not searched"
         )
-    if stores.redis is not None:
-        out.notes.append(f"queue entries are removed from {stores.redis_prefix}{QUEUE_SUFFIX} "
+    if options.get("redis"):
+        prefix = options.get("redis_prefix") or ""
+        out.notes.append(f"queue entries are removed from {prefix}{QUEUE_SUFFIX} "
                          "after their message hash")  # fmt: skip
     return out

@@ -3,7 +3,9 @@ with the real python-slimta 5.0.5): a DiskStorage with normal traffic and plante
 
 Git keeps no modification times, and the checks read them (stale tmp files, the torn-write
 grace), so the sample is used through `materialize`: a copy with every file's recorded mtime
-put back, audited as of a minute after it was written (`Sample.as_of`).
+put back, audited as of a minute after it was written (`SampleCopy.as_of`). Its planted
+anomalies (``expected_findings.json``, per role of ``truth.json``) become the copy's ground
+truth with `write_ground_truth`.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import InputError
-from mqforensics.systems.slimta.disk import DiskLayout
+from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX, DiskLayout
 
 BUNDLED = Path(__file__).resolve().parents[3] / "datasets" / "slimta" / "sample"
+EXPECTED = "expected_findings.json"
 
 
 @dataclass(frozen=True)
-class Sample:
+class SampleCopy:
     """A materialized copy: its DiskStorage layout, what wrote it, and when."""
 
     layout: DiskLayout
@@ -35,7 +38,7 @@ class Sample:
         return dt.datetime.fromtimestamp(int(self.truth["now"]) + 60, dt.UTC)
 
 
-def materialize(dest: Path | str, source: Path = BUNDLED) -> Sample:
+def materialize(dest: Path | str, source: Path = BUNDLED) -> SampleCopy:
     """Copy the sample's ``env/``, ``meta/`` and ``tmp/`` into `dest` with their mtimes."""
     try:
         mtimes: dict[str, float] = json.loads((source / "mtimes.json").read_text())
@@ -49,4 +52,32 @@ def materialize(dest: Path | str, source: Path = BUNDLED) -> Sample:
         target = dest / relative
         shutil.copyfile(source / relative, target)
         os.utime(target, (mtime, mtime))
-    return Sample(DiskLayout.checked(dest / "env", dest / "meta", dest / "tmp"), truth)
+    return SampleCopy(DiskLayout.checked(dest / "env", dest / "meta", dest / "tmp"), truth)
+
+
+def expected_findings(copy: SampleCopy, source: Path = BUNDLED) -> list[dict[str, str]]:
+    """The planted findings of `copy` (check, severity, queue, subject), from the roles."""
+    layout = copy.layout
+    roles: dict[str, str] = copy.truth["roles"]
+    assert layout.tmp_dir is not None
+    paths = {
+        "env": lambda i: os.path.join(layout.env_dir, i + ENV_SUFFIX),
+        "meta": lambda i: os.path.join(layout.meta_dir, i + META_SUFFIX),
+        "tmp": lambda i: os.path.join(str(layout.tmp_dir), i),
+    }
+    planted = json.loads((source / EXPECTED).read_text())["findings"]
+    return [
+        {
+            "check": f["check"],
+            "severity": f["severity"],
+            "queue": layout.store,
+            "subject": paths[f["part"]](roles[f["role"]]),
+        }
+        for f in planted
+    ]
+
+
+def write_ground_truth(copy: SampleCopy, path: Path) -> Path:
+    """`expected_findings` of `copy` as ``{"findings": [...]}`` (what `demo` compares with)."""
+    path.write_text(json.dumps({"findings": expected_findings(copy)}, indent=1) + "\n")
+    return path

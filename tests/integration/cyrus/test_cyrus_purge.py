@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +33,6 @@ from mqforensics.systems.cyrus.planner import (
 from mqforensics.systems.cyrus.purge_executor import build_executors
 from tests.integration.cyrus import cyrus_support as support
 from tests.integration.cyrus.cyrus_support import DOMAIN
-from tests.integration.james.james_purge_support import purge
 from tests.purge_hooks import apply_with_hook
 
 pytestmark = pytest.mark.integration
@@ -50,13 +52,33 @@ def _env(cyrus: dict, password: str | None = None) -> dict[str, str]:
     }
 
 
+def purge(plan: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`mqforensics purge PLAN ...` in its own process, as an operator (or cron) runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "mqforensics", "purge", str(plan), *args],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
 def _plan(cyrus: dict, tmp: Path, policy_text: str, name: str) -> Path:
+    """`plan cyrus` of a copy of the live database; the same plan as `plan --findings` of the
+    audit it made, every action citing that audit's findings."""
     policy = tmp / f"{name}.toml"
     policy.write_text(policy_text)
     snapshot = support.snapshot(cyrus, tmp / f"{name}.db")
     out = tmp / name
     argv = ["plan", "cyrus", "--policy", str(policy), str(snapshot), "--out", str(out)]
     assert cli.main([*argv, "--default-domain", DOMAIN]) == 0
+    audit_dir = tmp / f"{name}.audit"
+    again = tmp / f"{name}-from-findings"
+    argv = ["plan", "--findings", str(audit_dir), "--policy", str(policy), "--out", str(again)]
+    assert cli.main(argv) == 0
+    for part in ("actions.jsonl", "deferred.jsonl"):
+        assert (again / part).read_bytes() == (out / part).read_bytes()
+    ids = {row["id"] for row in json.loads((audit_dir / "findings.json").read_text())}
+    plan = read_plan(out)
+    for item in [*plan.actions(), *plan.deferred()]:
+        assert item.findings and set(item.findings) <= ids, item
     return out
 
 

@@ -146,6 +146,26 @@ def test_plan_matches_the_oracle_and_purge_removes_exactly_it(
     header = json.loads((plan_dir / "plan.json").read_text())
     text = "".join(p.read_text() for p in plan_dir.iterdir() if p.is_file())
     assert support.SUBJECT not in text and s3["secret_key"] not in text
+    # `plan james SOURCE` audited into PLAN.audit: a plan made from that audit's findings is
+    # the same plan, and every action and deferral cites findings of it.
+    audit = plan_dir.with_name(plan_dir.name + ".audit")
+    again = tmp_path / "from-findings"
+    from mqforensics import cli
+
+    assert cli.main(["plan", "--findings", str(audit), "--policy", str(tmp_path / "policy.toml"),
+                     "--out", str(again)]) == 0  # fmt: skip
+    for name in ("actions.jsonl", "deferred.jsonl"):
+        assert (again / name).read_bytes() == (plan_dir / name).read_bytes(), name
+    found = {f["id"]: f for f in json.loads((audit / "findings.json").read_text())}
+    plan = read_plan(plan_dir)
+    for item in [*plan.actions(), *plan.deferred()]:
+        assert item.findings and set(item.findings) <= set(found), item
+    leaked = [a for a in plan.actions() if a.reason == "content of a consumed mail"]
+    assert leaked and all(
+        {found[i]["check"] for i in a.findings} == {"consumed_blob"} for a in leaked
+    )
+    assert header["inputs"]["audit"]["directory"] == str(audit.resolve())
+    assert support.SUBJECT not in (audit / "findings.json").read_text()
     assert "password" not in text
     assert header["totals"]["james.delete_blob"]["bytes"] == sum(
         len(before["objects"][k]) for k in expected.blobs
@@ -588,7 +608,7 @@ def test_plan_from_a_cqlsh_export_purges_the_live_cluster(
     plan_dir = tmp_path / "plan"
     assert cli.main([
         "plan", "james", "--policy", str(policy), "--snapshot", str(export), "--keyspace",
-        keyspace, "--blobs", f"s3://{support.bucket_for(keyspace)}",
+        keyspace, "--blobs", f"s3://{support.bucket_for(keyspace)}", "--blob-grace", "0s",
         "--as-of", as_of.strftime("%Y-%m-%dT%H:%M:%SZ"), "--out", str(plan_dir),
     ]) == 0  # fmt: skip
     header = json.loads((plan_dir / "plan.json").read_text())

@@ -102,3 +102,26 @@ def audit(args: list[str], out: Path) -> tuple[int, list[dict]]:
 
 def triples(rows: list[dict]) -> set[tuple[str, str, str]]:
     return {(r["check"], r["severity"], r["subject"]) for r in rows}
+
+
+def plan_both_ways(stores: list[str], policy: Path, root: Path, as_of: str) -> Path:
+    """The plan of `policy` made from an audit's findings (``audit slimta --erasure-policy``,
+    then ``plan --findings``), checked to equal the one ``plan slimta STORES`` makes (same
+    actions and deferrals, byte for byte), every action citing findings of that audit; its
+    directory."""
+    audit_dir, plan_dir, direct = root / "audit", root / "plan", root / "plan-direct"
+    argv = [*stores, "--as-of", as_of]
+    assert main(["audit", "slimta", *argv, "--erasure-policy", str(policy),
+                 "--out", str(audit_dir)]) in (0, 1)  # fmt: skip
+    assert main(["plan", "--findings", str(audit_dir), "--policy", str(policy),
+                 "--out", str(plan_dir)]) == 0  # fmt: skip
+    assert main(["plan", "slimta", *argv, "--policy", str(policy), "--out", str(direct)]) == 0
+    for name in ("actions.jsonl", "deferred.jsonl"):
+        assert (plan_dir / name).read_bytes() == (direct / name).read_bytes(), name
+    ids = {r["id"] for r in json.loads((audit_dir / "findings.json").read_text())}
+    for line in (plan_dir / "actions.jsonl").read_text().splitlines():
+        cited = json.loads(line)["findings"]
+        assert cited and set(cited) <= ids, line
+    for line in (plan_dir / "deferred.jsonl").read_text().splitlines():
+        assert set(json.loads(line)["findings"]) <= ids, line
+    return plan_dir

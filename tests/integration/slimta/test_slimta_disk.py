@@ -3,6 +3,7 @@ purger applies deleting exactly the files it names."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -13,10 +14,12 @@ import pytest
 
 from mqforensics import cli
 from mqforensics.purge.journal import read_journal
+from mqforensics.units import utc_text
 from tests.integration.slimta.slimta_support import (
     MARKER,
     audit,
     disk_expected,
+    plan_both_ways,
     triples,
     write_disk_store,
 )
@@ -69,9 +72,18 @@ def test_every_check_returns_exactly_the_planted_findings(store: dict, tmp_path:
     assert store["partial_error"].startswith("TypeError")
     old = by_check[("retention_exceeded", os.path.join(env, roles["old"] + ".env"))]
     assert old["detail"]["age_days"] == 30 and old["detail"]["age_from"] == "arrival"
-    # Addresses are pseudonymised in every finding unless revealed.
+    # Addresses are pseudonymised in every finding unless revealed (by the runner).
     text = (tmp_path / "audit" / "findings.json").read_text()
     assert "carol@" not in text and old["detail"]["sender"].endswith("@example.com")
+    assert old["detail"]["sender"].startswith("u-")
+    # What a plan needs is in the finding: the message's files, their sizes and digests.
+    old_env = os.path.join(env, roles["old"] + ".env")
+    old_meta = os.path.join(store["dirs"]["meta"], roles["old"] + ".meta")
+    assert old["detail"]["files"] == [old_env, old_meta]
+    assert [(p["name"], p["size"], p["digest"]) for p in old["detail"]["parts"]] == [
+        (path, os.path.getsize(path), hashlib.sha256(Path(path).read_bytes()).hexdigest())
+        for path in (old_env, old_meta)
+    ]
 
 
 def test_revealed_addresses_and_custom_thresholds(store: dict, tmp_path: Path) -> None:
@@ -111,10 +123,9 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
     root = tmp_path_factory.mktemp("slimta-disk-purge")
     truth = write_disk_store(root)
     dirs, roles = truth["dirs"], truth["roles"]
-    plan = root / "plan"
     policy = _policy(root / "policy.toml")
-    assert cli.main(["plan", "slimta", "--policy", str(policy), *_store_args(truth),
-                     "--out", str(plan)]) == 0  # fmt: skip
+    as_of = utc_text(dt.datetime.fromtimestamp(int(truth["now"]) + 60, dt.UTC))
+    plan = plan_both_ways(_store_args(truth), policy, root, as_of)
     actions = [json.loads(line) for line in (plan / "actions.jsonl").read_text().splitlines()]
 
     def env(role: str) -> str:
@@ -139,6 +150,16 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
     assert [(d["target"]["id"], d["rules"]) for d in deferred] == [
         (roles["hostile_meta"], ["erasure"])
     ]
+    # The erasure cites the personal_data findings, the deferral the unsafe pickle too.
+    findings = {r["id"]: r for r in json.loads((root / "audit" / "findings.json").read_text())}
+    cited = {tuple(a["target"]["files"]): sorted(findings[f]["check"] for f in a["findings"])
+             for a in actions}  # fmt: skip
+    assert cited[(tmp("stale_tmp"),)] == ["personal_data", "stale_tmp"]
+    assert cited[(tmp("fresh_tmp"),)] == ["personal_data"]
+    assert cited[(env("old"), meta("old"))] == ["retention_exceeded"]
+    assert sorted(findings[f]["check"] for f in deferred[0]["findings"]) == [
+        "personal_data", "unsafe_pickle",
+    ]  # fmt: skip
     assert "unsafe pickle" in deferred[0]["reason"]
     plan_text = "".join(p.read_text() for p in plan.iterdir())
     assert "rose@" not in plan_text and "pat@" not in plan_text

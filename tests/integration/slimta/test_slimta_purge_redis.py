@@ -46,6 +46,7 @@ POLICY = Policy(
 OLD1, OLD2, RETRIED, DELIVERED = "a" * 32, "b" * 32, "c" * 32, "d" * 32
 KEEP, BROKEN, GONE, NEW, LATE = "1" * 32, "2" * 32, "3" * 32, "4" * 32, "5" * 32
 T0 = 1_760_000_000.25
+FINDING = "0123456789abcdef"  # the finding every action here cites (plans are made from findings)
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +98,8 @@ def hash_action(client: redis_py.Redis, server: str, prefix: str, message_id: st
     size = sum(len(k) + len(v) for k, v in fields.items())
     target = {"backend": "redis", "server": server, "key": key, "id": message_id}
     precondition = {"fields_sha256": hash_fields_digest(fields)}
-    return Action(DELETE_REDIS_HASH, target, precondition, ("old-queued",), size, 0, "old")
+    return Action(DELETE_REDIS_HASH, target, precondition, ("old-queued",), size, 0, "old",
+                  findings=(FINDING,))  # fmt: skip
 
 
 def entry_action(server: str, prefix: str, message_id: str) -> Action:
@@ -105,7 +107,8 @@ def entry_action(server: str, prefix: str, message_id: str) -> Action:
     target = {"backend": "redis", "server": server, "list": prefix + "queue",
               "entry_hex": value.hex(), "id": message_id}  # fmt: skip
     precondition = {"message_key": prefix + message_id, "message_key_absent": True}
-    return Action(REMOVE_QUEUE_ENTRY, target, precondition, ("leftovers",), len(value), 0, "gone")
+    return Action(REMOVE_QUEUE_ENTRY, target, precondition, ("leftovers",), len(value), 0, "gone",
+                  findings=(FINDING,))  # fmt: skip
 
 
 def make_plan(directory: Path, actions: list[Action]) -> Plan:

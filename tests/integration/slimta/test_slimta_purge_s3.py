@@ -41,6 +41,7 @@ POLICY = Policy(
 )
 PREFIX = "queue/"
 T0 = 1_760_000_000.25
+FINDING = "0123456789abcdef"  # the finding every action here cites (plans are made from findings)
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def object_action(client: Any, bucket: str, key: str, *, with_metadata: bool = F
         precondition["metadata"] = head["Metadata"]
     target = {"backend": "s3", "bucket": bucket, "key": key, "id": key.removeprefix(PREFIX)}
     return Action(DELETE_OBJECT, target, precondition, ("old-queued",), head["ContentLength"], 0,
-                  "old")  # fmt: skip
+                  "old", findings=(FINDING,))  # fmt: skip
 
 
 def make_plan(directory: Path, actions: list[Action]) -> Plan:

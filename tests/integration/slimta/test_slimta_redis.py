@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from mqforensics.systems.slimta.safe_pickle import SlimtaPickleError, decode_que
 from tests.integration.slimta.slimta_support import (
     MARKER,
     audit,
+    plan_both_ways,
     redis_expected,
     triples,
     write_redis_store,
@@ -51,6 +54,18 @@ def _state(redis, prefix: str) -> dict[bytes, object]:
     return out
 
 
+@pytest.fixture
+def prefix(redis) -> Iterator[str]:
+    """A prefix of this test's own: a long-lived server (MQF_TEST_SERVICES_DIR) keeps the keys
+    of earlier runs, which must not show up as findings here."""
+    name = f"slimta-{uuid.uuid4().hex[:8]}:"
+    yield name
+    client = _client(redis)
+    for key in list(client.scan_iter(match=name + "*")):
+        client.delete(key)
+    client.close()
+
+
 def _entry_id(value: bytes) -> str | None:
     try:
         return decode_queue_entry(value)[1]
@@ -59,9 +74,8 @@ def _entry_id(value: bytes) -> str | None:
 
 
 def test_every_check_returns_exactly_the_planted_findings(
-    redis, login, slimta_python, tmp_path: Path
+    redis, login, slimta_python, prefix: str, tmp_path: Path
 ) -> None:
-    prefix = "slimta-audit:"
     MARKER.unlink(missing_ok=True)
     truth = write_redis_store(redis, prefix)
     assert truth["hostile_payload_ran"] is False
@@ -96,9 +110,8 @@ def test_wrong_or_missing_password_is_a_clear_error(redis, tmp_path: Path, monke
 
 
 def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
-    redis, login, slimta_python, tmp_path: Path
+    redis, login, slimta_python, prefix: str, tmp_path: Path
 ) -> None:
-    prefix = "slimta-purge:"
     truth = write_redis_store(redis, prefix)
     roles = truth["roles"]
     policy = tmp_path / "policy.toml"
@@ -111,9 +124,7 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
     )
     # Judged two hours later: the crash leftovers are then over an hour old.
     as_of = dt.datetime.fromtimestamp(truth["now"] + 7200, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    plan = tmp_path / "plan"
-    assert cli.main(["plan", "slimta", "--policy", str(policy), *login, "--redis-prefix", prefix,
-                     "--as-of", as_of, "--out", str(plan)]) == 0  # fmt: skip
+    plan = plan_both_ways([*login, "--redis-prefix", prefix], policy, tmp_path, as_of)
     actions = [json.loads(line) for line in (plan / "actions.jsonl").read_text().splitlines()]
     hashes = {a["target"]["id"] for a in actions if a["kind"] == "slimta.delete_redis_hash"}
     entries = [a["target"]["id"] for a in actions if a["kind"] == "slimta.remove_queue_entry"]
@@ -123,6 +134,14 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
     seqs = {(a["kind"], a["target"]["id"]): a["seq"] for a in actions}
     assert all(seqs[("slimta.delete_redis_hash", i)] < seqs[("slimta.remove_queue_entry", i)]
                for i in entries if i != roles["dangling"])  # fmt: skip
+    # An entry naming a removed message cites that message's findings; a dangling one its own.
+    findings = {r["id"]: r for r in json.loads((tmp_path / "audit" / "findings.json").read_text())}
+    cited = {(a["kind"], a["target"]["id"]): sorted(findings[f]["check"] for f in a["findings"])
+             for a in actions}  # fmt: skip
+    assert cited[("slimta.remove_queue_entry", roles["old"])] == ["retention_exceeded"]
+    assert cited[("slimta.remove_queue_entry", roles["dangling"])] == ["dangling_queue_entry"]
+    assert cited[("slimta.delete_redis_hash", roles["torn_meta"])] == ["torn_write"]
+    assert cited[("slimta.remove_queue_entry", roles["retried"])] == ["retry_exhausted"]
     # The hostile entry and the string key have no age to judge: findings, not plan items.
     assert (plan / "deferred.jsonl").read_text() == ""
     assert redis["password"] not in "".join(p.read_text() for p in plan.iterdir())

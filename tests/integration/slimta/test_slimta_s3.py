@@ -5,6 +5,7 @@ an SQS export, exact findings, and a plan the purger applies deleting exactly wh
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from pathlib import Path
@@ -14,7 +15,14 @@ import pytest
 from mqforensics import cli
 from mqforensics.purge.journal import read_journal
 from mqforensics.services.seaweedfs import s3_client
-from tests.integration.slimta.slimta_support import MARKER, audit, triples, write_envelope_pickles
+from mqforensics.units import utc_text
+from tests.integration.slimta.slimta_support import (
+    MARKER,
+    audit,
+    plan_both_ways,
+    triples,
+    write_envelope_pickles,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,9 +104,8 @@ def test_every_check_and_a_plan_applied_by_the_purger(s3, login, slimta_python, 
         '[[rules]]\nid = "erasure"\nkind = "erase_subject"\naddresses = ["alice@example.com"]\n'
         'legal_basis = "GDPR art. 17"\n'
     )
-    plan = tmp_path / "plan"
-    assert cli.main(["plan", "slimta", "--policy", str(policy), *stores,
-                     "--out", str(plan)]) == 0  # fmt: skip
+    as_of = utc_text(dt.datetime.fromtimestamp(int(made["now"]) + 60, dt.UTC))
+    plan = plan_both_ways(stores, policy, tmp_path / "planned", as_of)
     actions = [json.loads(line) for line in (plan / "actions.jsonl").read_text().splitlines()]
     assert {(a["kind"], a["target"]["key"], tuple(a["rules"])) for a in actions} == {
         ("slimta.delete_object", keys["old"], ("retention",)),
@@ -110,6 +117,16 @@ def test_every_check_and_a_plan_applied_by_the_purger(s3, login, slimta_python, 
     assert sorted(d["target"]["message"] for d in deferred) == ["sqs:msg-0", "sqs:msg-1",
                                                                 "sqs:msg-4"]  # fmt: skip
     assert all("SQS API" in d["reason"] for d in deferred)
+    # Each SQS message cites the findings of the object it names; the objects theirs.
+    findings = json.loads((tmp_path / "planned" / "audit" / "findings.json").read_text())
+    checks = {f["id"]: (f["check"], f["subject"]) for f in findings}
+    assert {d["target"]["message"]: sorted(checks[i][1] for i in d["findings"])
+            for d in deferred} == {
+        "sqs:msg-0": [keys["fresh"]], "sqs:msg-1": [keys["old"]], "sqs:msg-4": [keys["badmeta"]],
+    }  # fmt: skip
+    assert sorted(checks[i][0] for a in actions for i in a["findings"]) == [
+        "personal_data", "personal_data", "personal_data", "retention_exceeded",
+    ]  # fmt: skip
 
     client = s3_client(s3["endpoint"], s3["access_key"], s3["secret_key"])
     client.put_object(Bucket=bucket, Key=keys["fresh"], Body=b"rewritten after the plan")

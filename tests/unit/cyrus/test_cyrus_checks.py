@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics import cli
-from mqforensics.errors import InputError
+from mqforensics import cli, planning
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.findings import COLUMNS
 from mqforensics.privacy import pseudonymize_address
 from mqforensics.systems.cyrus import audit, checks, dumps, skiplist, twoskip
 from mqforensics.systems.cyrus.checks import Database
@@ -75,6 +76,7 @@ def test_missing_key() -> None:
         "namespace": "U",
         "rights": "lr",
         "version": "3.6",
+        "expected_keys": 8,
     }
     assert _racl(Database("m", _without(BOB_ALICE))) == [
         ("racl_missing", "AU\\x1ebob\\x1euser\\x1falice")
@@ -217,6 +219,31 @@ def test_identifiers_written_with_the_default_domain() -> None:
     }
 
 
+def test_acl_report_says_what_sharing_and_erasure_need() -> None:
+    rows = checks.acl_report(Database("m", ITEMS).entries, ("cyrus",), "example.org")
+    by_entry = {(r["mailbox"], r["identifier"]): r for r in rows}
+    assert len(rows) == sum(len(e.acl) for e in Database("m", ITEMS).entries)
+    negative = by_entry[("user.alice.Shared", "-dave")]
+    assert (negative["userid"], negative["negative"], negative["shown"]) == ("dave", True, True)
+    own = by_entry[("user.bob", "bob")]
+    assert own["own_rights"] and not own["shown"] and own["owner_address"] == "bob@example.org"
+    tomb = by_entry[("user.bob.Old", "alice")]
+    assert tomb["tombstone"] and not tomb["shown"]
+    eve = by_entry[("example.com!user.eve", "frank@example.com")]
+    assert (eve["grantee_address"], eve["owner_address"]) == (
+        "frank@example.com", "eve@example.com",
+    )  # fmt: skip
+    public = by_entry[("shared.team", "anyone")]
+    assert public["grantee_address"] is None and public["owner"] is None
+    # The sharing report is the shown rows.
+    assert len(checks.sharing_report(Database("m", ITEMS).entries, ("cyrus",), "example.org")) == (
+        sum(r["shown"] for r in rows)
+    )
+    assert checks.address_of("bob", None) is None
+    assert checks.address_of("group:staff", "x") is None
+    assert checks.address_of("bob", "example.org") == "bob@example.org"
+
+
 def test_load_rejects_unknown_input(tmp_path: Path) -> None:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"no tabs here\n")
@@ -287,6 +314,12 @@ def test_undecodable_records_are_findings_not_crashes(tmp_path: Path) -> None:
     argv = ["plan", "cyrus", "--policy", str(policy), str(DATA / "evil_twoskip.db")]
     assert cli.main([*argv, "--out", str(tmp_path / "plan")]) == 2
     assert not (tmp_path / "plan").exists()
+    # The audit it made says why, and planning from it refuses the same way.
+    audit_dir = tmp_path / "plan.audit"
+    assert (audit_dir / "findings.json").is_file()
+    argv = ["plan", "--findings", str(audit_dir), "--policy", str(policy)]
+    with pytest.raises(ConfigError, match=r"evil_twoskip\.db: 4 mailbox record\(s\) do not dec"):
+        planning.run(cli.build_parser().parse_args([*argv, "--out", str(tmp_path / "p2")]))
 
 
 def test_unreclaimed_history_counts_what_a_repack_would_drop() -> None:
@@ -310,3 +343,38 @@ def test_unreclaimed_history_counts_what_a_repack_would_drop() -> None:
     assert found[0].bytes == detail["bytes"] > 0
     # Without history (a dump, or a read without it) there is nothing to say.
     assert checks.unreclaimed_history(Database.from_file(twoskip.read(DB), "m")) == []
+
+
+def test_hide_finding_pseudonymises_identifiers_and_mailboxes_but_not_admins() -> None:
+    from mqforensics.systems.cyrus import pseudonyms
+
+    added = [b"AU\x1ecyrus\x1euser\x1falice", b"AU\x1ezoe\x1euser\x1falice"]
+    db = Database("m", sorted([*ITEMS, *((k, b"") for k in added)]))
+    rows = {
+        f.subject: {**dict(zip(COLUMNS, f.as_row(), strict=True)), "detail": f.detail}
+        for f in checks.run_checks(db)
+    }
+    admin = pseudonyms.hide_finding(rows["AU\\x1ecyrus\\x1euser\\x1falice"])
+    alice = pseudonymize_address("alice")
+    assert admin["subject"] == f"AU\\x1ecyrus\\x1euser\\x1f{alice}"
+    assert admin["detail"]["identifier"] == "cyrus" and "key_hex" not in admin["detail"]
+    stale = pseudonyms.hide_finding(rows["AU\\x1ezoe\\x1euser\\x1falice"])
+    assert stale["subject"] == f"AU\\x1e{pseudonymize_address('zoe')}\\x1euser\\x1f{alice}"
+    assert stale["detail"]["mailbox"] == f"user.{alice}"
+    dangling = pseudonyms.hide_finding(rows["dave"])
+    assert dangling["subject"] == pseudonymize_address("dave")
+    assert dangling["detail"]["grants"][0]["mailbox"] == f"user.{alice}.Shared"
+    # The finding itself is left as it was (findings.raw.json keeps it exact).
+    assert rows["dave"]["subject"] == "dave"
+    personal = {
+        **rows["dave"],
+        "check": "personal_data",
+        "scope": "acl",
+        "subject": "user.bob cyrus",
+        "detail": {"mailbox": "user.bob", "identifier": "cyrus", "owner": "bob", "admin": True},
+    }
+    hidden = pseudonyms.hide_finding(personal)
+    bob = pseudonymize_address("bob")
+    assert hidden["subject"] == f"user.{bob} cyrus"
+    assert hidden["detail"] == {"mailbox": f"user.{bob}", "identifier": "cyrus", "owner": bob,
+                                "admin": True}  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -124,8 +125,10 @@ def _finding_keys(rows) -> set[tuple]:
 )
 def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admins) -> None:
     paths = [TWOSKIP, SKIPLIST, SHOW, flipped, CTL]
-    frame = fleet.fleet_findings(spark, paths, version, admins, AS_OF)
-    rows = frame.collect()
+    frames = fleet.read_fleet(spark, paths, version, admins, AS_OF)
+    # One task per file computed every check from its one read.
+    assert frames.fleet.count() == len(paths)
+    rows = frames.findings.collect()
     expected = [
         f.as_row()
         for path in paths
@@ -154,41 +157,77 @@ def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admin
     assert "anyone_share" in from_ctl and not from_ctl & {"racl_missing", "racl_stale"}
 
 
-def test_fleet_findings_naive_as_of_is_utc(spark) -> None:
-    frame = fleet.fleet_findings(spark, [SHOW], as_of=AS_OF.replace(tzinfo=None))
-    assert {r.observed_at.timestamp() for r in frame.collect()} == {AS_OF.timestamp()}
-    assert {r.observed_at for r in fleet.fleet_findings(spark, [SHOW]).collect()} == {None}
+def test_files_frame_says_what_each_input_is(spark, flipped) -> None:
+    paths = [TWOSKIP, SKIPLIST, SHOW, flipped, CTL]
+    files = {r.file: r.asDict() for r in fleet.read_fleet(spark, paths).files.collect()}
+    assert list(files) == [str(p) for p in paths]
+    assert {Path(f).name: r["format"] for f, r in files.items()} == {
+        "mailboxes_twoskip.db": "twoskip",
+        "mailboxes_skiplist.db": "skiplist",
+        "mailboxes_twoskip.show": "show",
+        "flipped.db": "twoskip",
+        "mailboxes_twoskip.ctl_mboxlist_d.json": "ctl_mboxlist",
+    }
+    for path in paths:
+        row = files[str(path)]
+        data = path.read_bytes()
+        assert (row["size"], row["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+        db = audit.load(path)
+        assert row["records"] == len(db.items if db.items is not None else db.entries)
+        assert row["mailboxes"] == len(db.entries) and row["undecodable"] == 0
+        assert row["problems"] == len(db.problems)
+        assert row["complete"] is (path != flipped)
+    # No default domain: the bare userids of ACL entries match no erasure request.
+    assert files[str(TWOSKIP)]["bare_userids"] > 0
 
 
-def test_fleet_sharing_equals_the_report(spark) -> None:
+def test_fleet_naive_as_of_is_utc(spark) -> None:
+    frames = fleet.read_fleet(spark, [SHOW], as_of=AS_OF.replace(tzinfo=None))
+    assert {r.observed_at.timestamp() for r in frames.findings.collect()} == {AS_OF.timestamp()}
+    assert {r.observed_at for r in fleet.read_fleet(spark, [SHOW]).findings.collect()} == {None}
+
+
+def test_acl_and_sharing_equal_the_reports(spark) -> None:
     paths = [TWOSKIP, SHOW, CTL]
     admins = ["cyrus", "bob"]
-    rows = [r.asDict() for r in fleet.fleet_sharing(spark, paths, admins).collect()]
-    expected = audit.sharing_rows([audit.load(p) for p in paths], admins, reveal=True)
-    key = sorted(expected[0])
-    assert sorted(rows, key=lambda r: [str(r[k]) for k in key]) == sorted(
-        expected, key=lambda r: [str(r[k]) for k in key]
-    )
+    frames = fleet.read_fleet(spark, paths, admins=admins, default_domain="example.org")
+    acl = [r.asDict() for r in frames.acl.collect()]
+    expected_acl = [
+        {"file": str(p), **row}
+        for p in paths
+        for row in checks.acl_report(audit.load(p).entries, admins, "example.org")
+    ]
+    assert acl == expected_acl
+    rows = [r.asDict() for r in frames.sharing.collect()]
+    expected = [
+        {"file": str(p), **row}
+        for p in paths
+        for row in checks.sharing_report(audit.load(p).entries, admins, "example.org")
+    ]
+
+    def key(r: dict) -> list[str]:
+        return [str(r[k]) for k in sorted(r)]
+
+    assert sorted(rows, key=key) == sorted(expected, key=key)
     assert len(rows) == 3 * 8 and not any(r["grantee"] == "bob" for r in rows)
 
 
 def test_bad_input_is_an_input_error_naming_the_file(spark, junk, tmp_path) -> None:
     message = f"{junk}: neither a twoskip/skiplist file nor a show, flat or ctl_mboxlist dump"
-    for run in (fleet.fleet_findings, fleet.fleet_sharing):
-        with pytest.raises(InputError) as caught:
-            run(spark, [TWOSKIP, junk])
-        assert caught.value.message == message
+    with pytest.raises(InputError) as caught:
+        fleet.read_fleet(spark, [TWOSKIP, junk])
+    assert caught.value.message == message
     # read_records is lazy: the error comes at the action, wrapped, and explain recovers it.
     frame = fleet.read_records(spark, [junk])
     with pytest.raises(Exception) as wrapped:
         frame.collect()
     assert explain(wrapped.value) == f"InputError: {message}"
     missing = tmp_path / "absent.db"
-    for run in (fleet.read_records, fleet.fleet_findings, fleet.fleet_sharing):
-        with pytest.raises(
-            InputError, match=re.escape(f"[mqforensics:InputError] {missing}: no such")
-        ):
+    for run in (fleet.read_records, fleet.read_fleet):
+        with pytest.raises(InputError, match=re.escape(f"[mqforensics:InputError] {missing}: no")):
             run(spark, [TWOSKIP, missing])
+        with pytest.raises(InputError, match=r"is a directory, not a mailboxes\.db or a dump"):
+            run(spark, [TWOSKIP, tmp_path])
         with pytest.raises(ConfigError, match="given twice"):
             run(spark, [TWOSKIP, TWOSKIP])
         with pytest.raises(ConfigError, match=r"no mailboxes\.db file given"):

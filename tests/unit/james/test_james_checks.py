@@ -59,9 +59,8 @@ class Builder:
                 self.blob(body, 1000, at(1, 0))
         return ident
 
-    def blob(self, key, size, modified):
-        self.blobs.append(("default", key, size, modified, None, None, "passthrough", None, None,
-                           None))  # fmt: skip
+    def blob(self, key, size, modified, kind="passthrough"):
+        self.blobs.append(("default", key, size, modified, None, None, kind, None, None, None))
 
     def state(self, spark, browse, content, history, with_blobs=True):
         return JamesState(
@@ -436,3 +435,119 @@ def test_counts_not_observed_are_counted(planted, monkeypatch):
     monkeypatch.setattr(checks, "KEPT_EARLY_ROWS", 0)
     monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
     assert sorted(map(tuple, run_checks(state).collect())) == observed
+
+
+def test_unreclaimed_slice_says_what_deleting_it_takes(planted, live_keys_sent, early_rows):
+    """Each finding carries what a plan deletes and the purger re-checks: the rows' ids, the
+    consumed ones, the newest enqueue time, the table, the queue's starts at milliseconds, the
+    first partition from contentStart on that stays, the window and bucket count."""
+    state, ids = planted
+    found = by_check(run_checks(state, only=["unreclaimed_slice"]))["unreclaimed_slice"]
+    pending = json.loads(found["spool/2026-11-21T09:00:00Z/0"].detail)
+    assert {k: pending[k] for k in (
+        "table", "timerangestart", "bucketid", "enqueueids", "markers", "newest_enqueued_time",
+        "browse_start", "content_start", "first_kept_slice", "window_seconds", "bucket_count",
+    )} == {
+        "table": "enqueuedmailsv4", "timerangestart": "2026-11-21T09:00:00.000Z", "bucketid": 0,
+        "enqueueids": [ids["pending"]], "markers": [ids["pending"]],
+        "newest_enqueued_time": "2026-11-21T09:05:00.000000Z",
+        "browse_start": "2026-11-21T10:00:00.000Z", "content_start": "2026-11-21T08:00:00.000Z",
+        # The invisible mail's partition (08:00) holds live mail: it stays.
+        "first_kept_slice": "2026-11-21T08:00:00.000Z",
+        "window_seconds": 3600, "bucket_count": 1,
+    }  # fmt: skip
+    never = json.loads(found["outgoing/2026-11-09T00:00:00Z/0"].detail)
+    assert (never["content_start"], never["first_kept_slice"]) == (None, None)
+    assert never["markers"] == never["enqueueids"] == [ids["never_cleaned"]]
+
+
+def test_a_partition_with_live_mail_before_content_start_lists_only_consumed_markers(
+    spark, live_keys_sent, early_rows
+):
+    b = Builder()
+    consumed = b.mail("spool", at(21, 6), at(21, 6, 1), consumed=True, blobs=False)
+    live = b.mail("spool", at(21, 6), at(21, 6, 2), blobs=False)
+    dateless = b.mail("spool", at(21, 7), None, consumed=True, blobs=False)
+    after = b.mail("spool", at(21, 10), at(21, 10, 1), consumed=True, blobs=False)
+    state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 8)}, HISTORY)
+    found = by_check(run_checks(state, only=["unreclaimed_slice"]))["unreclaimed_slice"]
+    detail = json.loads(found["spool/2026-11-21T06:00:00Z/0"].detail)
+    assert detail["enqueueids"] == sorted([consumed, live])
+    assert (detail["markers"], detail["live_rows"]) == ([consumed], 1)
+    assert detail["newest_enqueued_time"] == "2026-11-21T06:02:00.000000Z"
+    # No enqueue time: never shown old enough.
+    assert json.loads(found["spool/2026-11-21T07:00:00Z/0"].detail)["newest_enqueued_time"] is None
+    # Nothing flagged from contentStart on: the first partition there stays.
+    assert detail["first_kept_slice"] == "2026-11-21T10:00:00.000Z"
+    assert after not in {s for f in found.values() for s in json.loads(f.detail)["enqueueids"]}
+    assert dateless in json.loads(found["spool/2026-11-21T07:00:00Z/0"].detail)["markers"]
+
+
+def test_consumed_blobs_are_passthrough_blobs_only_consumed_mails_reference(spark, live_keys_sent):
+    b = Builder()
+    # A consumed mail after browseStart whose blobs James failed to delete.
+    kept = b.mail("spool", at(21, 10), at(21, 10, 1), consumed=True, header="kept-h",
+                  body="kept-b")  # fmt: skip
+    # A header shared with a live mail: in use.
+    b.mail("spool", at(21, 10), at(21, 10, 2), consumed=True, header="shared", body="gone-1",
+           blobs=False)  # fmt: skip
+    b.mail("spool", at(21, 11), at(21, 11, 2), header="shared", body="live-b")
+    # A deduplicated id (James keeps those, mailboxes may share them), and a consumed mail
+    # of another queue sharing a passthrough blob with the first.
+    b.mail("outgoing", at(21, 10), at(21, 10, 3), consumed=True, header="dedup", body="kept-b",
+           blobs=False)  # fmt: skip
+    b.blob("dedup", 9, at(1, 0), kind="generation_aware")
+    state = b.state(spark, {"spool": at(21, 10), "outgoing": at(21, 10)}, {}, HISTORY)
+    rows = run_checks(state, only=["consumed_blob", "orphaned_blob"]).collect()
+    found = {r.subject: r for r in rows}
+    assert sorted(found) == ["kept-b", "kept-h"]
+    assert {r.check for r in rows} == {"consumed_blob"}
+    header, body = json.loads(found["kept-h"].detail), json.loads(found["kept-b"].detail)
+    assert (found["kept-h"].severity, found["kept-h"].queue, found["kept-h"].bytes) == (
+        "warning", "spool", 100,
+    )  # fmt: skip
+    assert header == {
+        "bucket": "default", "id_kind": "passthrough", "etag": None,
+        "last_modified": "2026-11-01T00:00:00.000Z",
+        "referrers": [{"queue": "spool", "enqueueid": kept,
+                       "enqueued_time": "2026-11-21T10:01:00.000000Z"}],
+    }  # fmt: skip
+    assert found["kept-b"].queue is None  # referenced from two queues
+    assert [r["queue"] for r in body["referrers"]] == ["outgoing", "spool"]
+
+
+def test_personal_data_is_every_row_holding_a_searched_subject(spark, live_keys_sent):
+    from mqforensics import subjects
+    from mqforensics.retention.policy import subject_hash
+
+    key = bytes(range(32))
+    wanted = "Victor@Example.org"
+    b = Builder()
+    live = b.mail("spool", at(21, 9), at(21, 9, 1), recipients=(" victor@example.ORG",))
+    sent = b.mail("spool", at(21, 9), at(21, 9, 2), consumed=True, sender=wanted)
+    # Only in a per-recipient header's address.
+    b.mail("spool", at(21, 10), at(21, 10, 1), consumed=True)
+    b.entries[-1] = (*b.entries[-1][:16], [(wanted, "X-H", "1")], "v4")
+    header = b.entries[-1][3]
+    b.mail("spool", at(21, 10), at(21, 10, 2), consumed=True)  # nobody searched
+    state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 8)}, HISTORY)
+    keyed = subjects.keyed(subject_hash(wanted), key)
+    other = subjects.keyed(subject_hash("someone@else.example"), key)
+    options = AuditOptions(subjects=frozenset({keyed, other}), subject_key=key)
+    rows = run_checks(state, options, only=["personal_data"]).collect()
+    found = {r.subject: json.loads(r.detail) for r in rows}
+    assert sorted(found) == sorted([live, sent, header])
+    assert all(r.check == "personal_data" and r.severity == "info" for r in rows)
+    assert all(d["subjects"] == [keyed] for d in found.values())  # the matching ones only
+    assert {k: found[sent][k] for k in (
+        "table", "partition", "timerangestart", "bucketid", "enqueueid", "consumed",
+        "partition_live_rows", "browse_start",
+    )} == {
+        "table": "enqueuedmailsv4", "partition": "spool/2026-11-21T09:00:00Z/0",
+        "timerangestart": "2026-11-21T09:00:00.000Z", "bucketid": 0, "enqueueid": sent,
+        "consumed": True, "partition_live_rows": 1, "browse_start": "2026-11-21T10:00:00.000Z",
+    }  # fmt: skip
+    assert found[live]["consumed"] is False and found[header]["partition_live_rows"] == 0
+    assert wanted.lower() not in json.dumps(found).lower()
+    # Nothing searched: no finding, and no address hashed.
+    assert run_checks(state, only=["personal_data"]).collect() == []

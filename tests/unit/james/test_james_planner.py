@@ -1,28 +1,27 @@
-"""The James cleanup planner on tiny hand-built states: each planted case, and exactly its plan."""
+"""The James cleanup planner on tiny hand-built states: the checks' findings of each planted case,
+and exactly the plan made from them (the planner reads findings only, never the store)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 import json
 import uuid
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from datasets.james import generate as gen
+from mqforensics import subjects
+from mqforensics.findings import read_findings, write_findings
 from mqforensics.retention.manifest import read_plan, write_plan
 from mqforensics.retention.policy import Policy, Rule, subject_hash
+from mqforensics.spec import PlanParts
 from mqforensics.systems.james import schema
-from mqforensics.systems.james.planner import (
-    AFTER_BROWSE_START,
-    NO_BROWSE_START,
-    JamesPlan,
-    plan_cleanup,
-)
+from mqforensics.systems.james.checks import AuditOptions, run_checks
+from mqforensics.systems.james.planner import AFTER_BROWSE_START, NO_BROWSE_START, plan
 from mqforensics.systems.james.state import JamesState
+from mqforensics.units import utc_text
 
 UTC = dt.UTC
 AS_OF = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -30,7 +29,7 @@ KEYSPACE = "apache_james"
 SUBJECT = "Victor.Subject@Example.org"  # matched case- and space-insensitively
 OTHER = "olga@example.net"
 HISTORY = [(0, 7200, 1, 1000), (1, 3600, 2, 1000)]
-ROOT = Path(__file__).resolve().parents[3]
+KEY = bytes(range(32))  # the audit's subject key (`mqforensics.subjects`)
 
 
 def at(day: int, hour: int = 0, minute: int = 0, second: int = 0) -> dt.datetime:
@@ -202,10 +201,38 @@ def planted(spark):
     return b, ids, keys, browse, content
 
 
+def audit(state: JamesState, policy: Policy, directory) -> tuple[list[dict], dict]:
+    """The findings of every check on `state` (searching the policy's data subjects, keyed as
+    an audit keys them) as planning reads them, and the audit manifest's planning part."""
+    searched = frozenset(subjects.keyed_all(subjects.erasure_subjects(policy), KEY))
+    frame = run_checks(state, AuditOptions(subjects=searched, subject_key=KEY))
+    write_findings(frame, directory)
+    manifest = {
+        "as_of": utc_text(state.as_of),
+        "plan_inputs": {
+            "keyspace": KEYSPACE,
+            "blobs": None if state.blobs is None else "listing.parquet",
+            "references_complete": state.references_complete,
+        },
+    }
+    return read_findings(directory, raw=True), manifest
+
+
+def plan_of(state: JamesState, policy: Policy, directory) -> PlanParts:
+    rows, manifest = audit(state, policy, directory)
+    return plan(rows, subjects.keyed_policy(policy, KEY), manifest)
+
+
 @pytest.fixture(scope="module")
-def plan(spark, planted) -> JamesPlan:
+def audited(spark, planted, tmp_path_factory):
     b, _, _, browse, content = planted
-    return plan_cleanup(b.state(spark, browse, content), POLICY, keyspace=KEYSPACE)
+    return audit(b.state(spark, browse, content), POLICY, tmp_path_factory.mktemp("audit"))
+
+
+@pytest.fixture(scope="module")
+def plan_parts(audited) -> PlanParts:
+    rows, manifest = audited
+    return plan(rows, subjects.keyed_policy(POLICY, KEY), manifest)
 
 
 def partition_target(table_queue: str, trs: dt.datetime, bucket: int = 0) -> dict:
@@ -213,13 +240,13 @@ def partition_target(table_queue: str, trs: dt.datetime, bucket: int = 0) -> dic
             "timerangestart": iso(trs), "bucketid": bucket}  # fmt: skip
 
 
-def of_kind(plan: JamesPlan, kind: str) -> list:
-    return [a for a in plan.actions if a.kind == kind]
+def of_kind(parts: PlanParts, kind: str) -> list:
+    return [a for a in parts.actions if a.kind == kind]
 
 
-def test_fully_consumed_partitions_before_browse_start_are_planned_exactly(planted, plan):
+def test_fully_consumed_partitions_before_browse_start_are_planned_exactly(planted, plan_parts):
     b, ids, _, _, _ = planted
-    partitions = of_kind(plan, "james.delete_partition")
+    partitions = of_kind(plan_parts, "james.delete_partition")
     got = [(a.target, a.rules) for a in partitions]
     assert got == [
         (partition_target("outgoing", at(18)), ("consumed-1d",)),
@@ -244,9 +271,9 @@ def test_fully_consumed_partitions_before_browse_start_are_planned_exactly(plant
     )
 
 
-def test_partitions_not_planned(plan):
+def test_partitions_not_planned(plan_parts):
     planned = {(a.target["queue"], a.target["timerangestart"])
-               for a in of_kind(plan, "james.delete_partition")}  # fmt: skip
+               for a in of_kind(plan_parts, "james.delete_partition")}  # fmt: skip
     assert ("spool", iso(at(21))) not in planned  # at browseStart
     assert ("spool", iso(at(18, 2))) not in planned  # holds a live mail
     assert ("spool", iso(at(20, 11))) not in planned  # newest row not older than the cutoff
@@ -259,25 +286,25 @@ def row_target(queue: str, trs: dt.datetime, enqueueid: str, bucket: int = 0) ->
     return {**partition_target(queue, trs, bucket), "enqueueid": enqueueid}
 
 
-def test_erased_rows_in_a_partition_with_live_mail_within_the_budget(planted, plan):
+def test_erased_rows_in_a_partition_with_live_mail_within_the_budget(planted, plan_parts):
     b, ids, _, _, _ = planted
     first, second = sorted([ids["mixed_subject_1"], ids["mixed_subject_2"]])
-    rows = of_kind(plan, "james.delete_row")
+    rows = of_kind(plan_parts, "james.delete_row")
     assert [(a.target, a.rules, a.precondition, a.tombstones) for a in rows] == [
         (row_target("spool", at(18, 2), first), ("erase-all",),
          {"marker": True, "browsestart": "2026-11-21T00:00:00.000Z"}, 2),
     ]  # fmt: skip
     assert rows[0].bytes == b.metadata_bytes(first)
-    over = [d for d in plan.deferred if d.target == row_target("spool", at(18, 2), second)]
+    over = [d for d in plan_parts.deferred if d.target == row_target("spool", at(18, 2), second)]
     assert [(d.kind, d.rules, d.reason) for d in over] == [
         ("james.delete_row", ("erase-all",), "tombstone budget of 1 rows per partition exceeded")
     ]
 
 
-def test_deferred_items_and_their_reasons(planted, plan):
+def test_deferred_items_and_their_reasons(planted, plan_parts):
     _, ids, _, _, _ = planted
     second = max(ids["mixed_subject_1"], ids["mixed_subject_2"])
-    got = [(d.target, d.rules, d.reason) for d in plan.deferred]
+    got = [(d.target, d.rules, d.reason) for d in plan_parts.deferred]
     assert got == [
         (row_target("relay", at(10), ids["relay_subject"]), ("erase-all",), NO_BROWSE_START),
         (row_target("spool", at(18, 2), second), ("erase-all",),
@@ -288,11 +315,11 @@ def test_deferred_items_and_their_reasons(planted, plan):
         (row_target("spool", at(21), ids["at_browse"], bucket=1), ("erase-all",),
          AFTER_BROWSE_START),
     ]  # fmt: skip
-    assert all(d.kind == "james.delete_row" for d in plan.deferred)
+    assert all(d.kind == "james.delete_row" for d in plan_parts.deferred)
 
 
-def test_content_start_advances_to_the_first_remaining_partition_or_browse_start(plan):
-    advances = of_kind(plan, "james.advance_content_start")
+def test_content_start_advances_to_the_first_remaining_partition_or_browse_start(plan_parts):
+    advances = of_kind(plan_parts, "james.advance_content_start")
     assert [(a.target, a.precondition, a.rules, a.bytes, a.tombstones) for a in advances] == [
         ({"keyspace": KEYSPACE, "queue": "outgoing", "to": "2026-11-21T11:00:00.000Z"},
          {"from": "2026-11-18T00:00:00.000Z", "window_seconds": 3600, "bucket_count": 2},
@@ -303,9 +330,9 @@ def test_content_start_advances_to_the_first_remaining_partition_or_browse_start
     ]  # fmt: skip
 
 
-def test_blob_deletions(planted, plan):
+def test_blob_deletions(planted, plan_parts):
     b, ids, keys, _, _ = planted
-    blobs = {a.target["key"]: a for a in of_kind(plan, "james.delete_blob")}
+    blobs = {a.target["key"]: a for a in of_kind(plan_parts, "james.delete_blob")}
     row = {ident: b.rows[ident] for ident in ids.values()}
 
     def content(name: str) -> set[str]:
@@ -332,32 +359,85 @@ def test_blob_deletions(planted, plan):
     orphan = blobs[keys["orphan_old"]]
     assert (orphan.bytes, orphan.rules, orphan.reason) == (4242, ("orphans-7d",), "orphaned blob")
     assert orphan.precondition["referrers"] == [] and orphan.precondition["orphan"] is True
-    assert [a.target["key"] for a in of_kind(plan, "james.delete_blob")] == sorted(blobs)
+    assert [a.target["key"] for a in of_kind(plan_parts, "james.delete_blob")] == sorted(blobs)
 
 
-def test_actions_are_in_execution_order(plan):
+def test_actions_are_in_execution_order(plan_parts):
     order = ["james.delete_partition", "james.delete_row", "james.advance_content_start",
              "james.delete_blob"]  # fmt: skip
-    kinds = [a.kind for a in plan.actions]
+    kinds = [a.kind for a in plan_parts.actions]
     assert kinds == sorted(kinds, key=order.index)
 
 
-def test_no_address_anywhere(plan):
-    texts = [a.to_json() for a in plan.actions] + [d.to_json() for d in plan.deferred]
-    texts += plan.notes
+def test_no_address_anywhere(plan_parts):
+    texts = [a.to_json() for a in plan_parts.actions] + [d.to_json() for d in plan_parts.deferred]
+    texts += plan_parts.notes
     for address in (SUBJECT, SUBJECT.lower(), OTHER):
         assert not any(address in text for text in texts)
     assert not any("@" in text for text in texts)
 
 
-def test_notes_count_actions_per_rule(plan):
+def test_notes_count_actions_per_rule(plan_parts):
     consumed = (
         "rule consumed-1d selected 12 action(s): 6 james.delete_partition, "
         "2 james.advance_content_start, 4 james.delete_blob"
     )
-    assert consumed in plan.notes
-    assert any(n.startswith("live mail is never planned") for n in plan.notes)
-    assert "rule erase-all selected 1 action(s): 1 james.delete_row" in plan.notes
+    assert consumed in plan_parts.notes
+    assert any(n.startswith("live mail is never planned") for n in plan_parts.notes)
+    assert "rule erase-all selected 1 action(s): 1 james.delete_row" in plan_parts.notes
+
+
+def test_every_action_and_deferral_cites_the_findings_that_justify_it(audited, plan_parts):
+    rows, _ = audited
+    by_id = {r["id"]: r for r in rows}
+    # A partition (and contentStart moved past it) selected by an erasure also cites the
+    # personal_data findings of its erased rows.
+    erasing = {"unreclaimed_slice", "personal_data"}
+    expected = {
+        "james.delete_partition": {"unreclaimed_slice"},
+        "james.advance_content_start": {"unreclaimed_slice"},
+        "james.delete_row": {"personal_data"},
+    }
+    for item in [*plan_parts.actions, *plan_parts.deferred]:
+        assert item.findings, item
+        checks = {by_id[ident]["check"] for ident in item.findings}
+        if item.kind == "james.delete_blob":
+            orphan = item.precondition["orphan"]
+            assert checks <= ({"orphaned_blob"} if orphan else {"consumed_blob", "personal_data"})
+            assert ("consumed_blob" in checks) != orphan
+        elif any(r.startswith("erase") for r in item.rules) and item.kind != "james.delete_row":
+            assert checks == erasing, item
+        else:
+            assert checks == expected[item.kind], item
+    # A partition cites its own finding; an erased row's blob its personal_data finding too.
+    partition = of_kind(plan_parts, "james.delete_partition")[0]
+    cited = by_id[next(i for i in partition.findings if by_id[i]["check"] == "unreclaimed_slice")]
+    t = partition.target
+    assert cited["subject"] == f"{t['queue']}/{t['timerangestart'][:19]}Z/{t['bucketid']}"
+    erased = next(
+        a for a in of_kind(plan_parts, "james.delete_blob") if "erase-outgoing" in a.rules
+    )
+    data = [by_id[i] for i in erased.findings if by_id[i]["check"] == "personal_data"]
+    assert [(d["queue"], d["detail"]["enqueueid"]) for d in data] == [
+        (r["queue"], r["enqueueid"]) for r in erased.precondition["referrers"]
+    ]
+
+
+def test_the_plan_depends_on_the_findings_alone(audited, plan_parts):
+    """Findings dropped: what they justified goes, nothing else changes."""
+    rows, manifest = audited
+    keyed = subjects.keyed_policy(POLICY, KEY)
+    without = [r for r in rows if r["check"] != "consumed_blob"]
+    again = plan(without, keyed, manifest)
+    assert [a for a in again.actions if a.kind != "james.delete_blob"] == [
+        a for a in plan_parts.actions if a.kind != "james.delete_blob"
+    ]
+    assert {a.target["key"] for a in of_kind(again, "james.delete_blob")} == {
+        a.target["key"]
+        for a in of_kind(plan_parts, "james.delete_blob")
+        if a.precondition["orphan"]
+    }
+    assert plan(rows, keyed, manifest) == plan_parts  # and the same findings, the same plan
 
 
 @pytest.mark.parametrize(
@@ -365,34 +445,34 @@ def test_notes_count_actions_per_rule(plan):
     [(True, True, True), (False, True, False), (True, False, False)],
 )
 def test_orphans_only_when_both_reference_flags_are_true(
-    spark, planted, rule_complete, state_complete, planned
+    spark, planted, tmp_path, rule_complete, state_complete, planned
 ):
     b, _, keys, browse, content = planted
     state = b.state(spark, browse, content, references_complete=state_complete)
     orphans = dataclasses.replace(ORPHANS, references_complete=rule_complete)
-    result = plan_cleanup(state, policy(orphans), keyspace=KEYSPACE)
+    result = plan_of(state, policy(orphans), tmp_path)
     assert [a.target["key"] for a in result.actions] == ([keys["orphan_old"]] if planned else [])
     if not planned:
         assert any(n.startswith("rule orphans-7d planned nothing: ") for n in result.notes)
 
 
-def test_without_a_blob_listing_no_blob_is_planned(spark, planted):
+def test_without_a_blob_listing_no_blob_is_planned(spark, planted, tmp_path):
     b, _, _, browse, content = planted
     state = b.state(spark, browse, content, with_blobs=False)
-    result = plan_cleanup(state, POLICY, keyspace=KEYSPACE)
+    result = plan_of(state, POLICY, tmp_path)
     assert not of_kind(result, "james.delete_blob")
     assert "no blob listing given: blob deletions not planned" in result.notes
     assert len(of_kind(result, "james.delete_partition")) == 7
 
 
-def test_the_plan_is_accepted_by_write_plan(plan, tmp_path):
+def test_the_plan_is_accepted_by_write_plan(plan_parts, tmp_path):
     written = write_plan(
         tmp_path / "plan", system="james", as_of=AS_OF, policy=POLICY, inputs={"source": "t"},
-        actions=plan.actions, deferred=plan.deferred, notes=plan.notes,
+        actions=plan_parts.actions, deferred=plan_parts.deferred, notes=plan_parts.notes,
     )  # fmt: skip
     again = read_plan(written.directory)
     assert [a.to_json() for a in again.actions()] == [
-        dataclasses.replace(a, seq=i).to_json() for i, a in enumerate(plan.actions)
+        dataclasses.replace(a, seq=i).to_json() for i, a in enumerate(plan_parts.actions)
     ]
 
 
@@ -426,7 +506,7 @@ def _state_from(spark, generated: gen.GeneratedState) -> JamesState:
     )
 
 
-def test_generated_state_fully_consumed_partitions_before_browse_start(spark):
+def test_generated_state_fully_consumed_partitions_before_browse_start(spark, tmp_path):
     spec = gen.GenerationSpec(
         seed=5,
         normal_mails=200,
@@ -452,7 +532,7 @@ def test_generated_state_fully_consumed_partitions_before_browse_start(spark):
             expected[(queue, iso(trs), bucket)] = sorted(r["enqueueid"].lower() for r in rows)
     assert len(expected) >= 4  # the planted pending and unreclaimed partitions at least
     everything = rule("consumed-0s", "consumed_mail", older_than=dt.timedelta(0))
-    result = plan_cleanup(_state_from(spark, generated), policy(everything), keyspace=KEYSPACE)
+    result = plan_of(_state_from(spark, generated), policy(everything), tmp_path)
     got = {
         (a.target["queue"], a.target["timerangestart"], a.target["bucketid"]):
             a.precondition["enqueueids"]
@@ -463,40 +543,3 @@ def test_generated_state_fully_consumed_partitions_before_browse_start(spark):
         a.target["table"] == "enqueuedmailsv4" for a in of_kind(result, "james.delete_partition")
     )
     assert not of_kind(result, "james.delete_row") and not result.deferred
-
-
-# -- the command -----------------------------------------------------------------------------
-
-
-def test_plan_command_on_the_bundled_sample(spark, tmp_path, capsys):
-    from mqforensics.systems.james import plan_cli
-
-    parser = argparse.ArgumentParser()
-    plan_cli.add_parser(parser.add_subparsers())
-    sample = ROOT / "datasets" / "james" / "sample"
-    out = tmp_path / "plan"
-    args = parser.parse_args([
-        "james", "--policy", str(sample / "policy.toml"), "--snapshot", str(sample),
-        "--blob-listing", str(sample / "blob_inventory.parquet"), "--out", str(out),
-        "--tombstone-budget", "5",
-    ])  # fmt: skip
-    assert args.run(args) == 0
-    written = read_plan(out)
-    header = written.header
-    assert header["policy"]["tombstone_budget_per_partition"] == 5
-    assert header["inputs"] == {
-        "source": header["inputs"]["source"], "cassandra": None, "keyspace": "apache_james",
-        "snapshot": str(sample), "snapshot_time": "2026-11-03T12:00:00Z",
-        "blobs": str(sample / "blob_inventory.parquet"), "references_complete": True,
-    }  # fmt: skip
-    kinds = {a.kind for a in written.actions()}
-    assert {"james.delete_partition", "james.advance_content_start"} <= kinds
-    reasons = {d.reason for d in written.deferred()}
-    assert any(r.startswith("live mail:") for r in reasons)
-    assert AFTER_BROWSE_START in reasons
-    erased = [a for a in written.actions() if "erasure-2026-017" in a.rules]
-    assert any(a.kind == "james.delete_partition" for a in erased)
-    printed = capsys.readouterr().out
-    assert f"mqforensics report plan {out}" in printed
-    assert f"mqforensics approve {out} --by NAME" in printed
-    assert "victor" not in (out / "plan.json").read_text() + (out / "actions.jsonl").read_text()

@@ -1,9 +1,11 @@
 """The logqueue Spark readers, the per-queue replay and every check, on queue directories written
-here with the format, one directory per planted anomaly (and a clean one), all read at once."""
+here with the format, one directory per planted anomaly (and a clean one), all read at once; and
+``audit logqueue`` through the one audit runner."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import random
 import uuid
@@ -11,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics import cli
+from mqforensics import cli, subjects
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.privacy import pseudonymize_address
-from mqforensics.systems.logqueue import checks, fleet, layout, state
+from mqforensics.retention.policy import subject_hash
+from mqforensics.systems.logqueue import checks, fleet, layout, spec, state
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue.segment import read_segment
 
@@ -192,7 +194,7 @@ def _duplicate(q: Queue) -> Expected:
         _mid("J"), start, ("j1@example.org", fmt.DELIVERED), ("j2@example.org", fmt.DELIVERED)
     )
     q.finish(_mid("J"), start)
-    subject = f"{_mid('J')} {pseudonymize_address('j1@example.org')}"
+    subject = f"{_mid('J')} j1@example.org"  # as stored: the runner pseudonymises, not checks
     return {("duplicate_delivery", "error", subject, None)}
 
 
@@ -349,9 +351,29 @@ def test_problems_frame(spark, planted) -> None:
     ]  # fmt: skip
 
 
+def test_segment_files_frame_has_each_files_digest_and_record_count(audited, planted) -> None:
+    found, _ = audited
+    rows = {(r.queue, r.file): r for r in found.segment_files.collect()}
+    expected = {}
+    for directory in planted.queues.values():
+        for number, path in layout.segments(directory).items():
+            data = path.read_bytes()
+            parsed = read_segment(path)
+            expected[(str(directory), path.name)] = (
+                number, len(data), hashlib.sha256(data).hexdigest(), len(parsed.records),
+                [p.kind for p in fleet.problems_of(parsed)],
+            )  # fmt: skip
+    got = {
+        key: (r.segment, r.size, r.sha256, r.records, [p.kind for p in r.problems])
+        for key, r in rows.items()
+    }
+    assert got == expected
+    assert not [key for key in rows if key[0] == str(planted.queues["empty"])]
+
+
 def test_missing_and_repeated_dirs(spark, planted, tmp_path) -> None:
     missing = tmp_path / "absent"
-    for read in (fleet.read_records, fleet.read_problems, state.read_state):
+    for read in (fleet.read_records, fleet.read_problems, fleet.read_segments, state.read_state):
         with pytest.raises(InputError, match=f"{missing}: no such queue directory"):
             read(spark, [planted.queues["clean"], missing])
         with pytest.raises(ConfigError, match="given twice"):
@@ -467,14 +489,16 @@ def test_each_queue_has_exactly_its_planted_findings(audited, planted, name) -> 
 
 def test_every_check_is_planted_and_rows_are_well_formed(audited, planted) -> None:
     _, rows = audited
+    # personal_data finds something only when the audit looks for data subjects (below).
     assert {c for e in planted.expected.values() for c, *_ in e} == {
-        c.__name__ for c in checks.CHECKS
+        c.__name__ for c in checks.CHECKS if c is not checks.personal_data
     }
     assert len(rows) == sum(len(e) for e in planted.expected.values())
     assert {(r["system"], r["observed_at"].timestamp()) for r in rows} == {
         ("logqueue", AS_OF.timestamp())
     }
     assert all(r["queue"] in {str(p) for p in planted.queues.values()} for r in rows)
+    assert all(r["severity"] == spec.SPEC.check(r["check"]).severity for r in rows)
 
 
 def _detail(rows: list[dict], check: str, queue: Path) -> list[dict]:
@@ -504,7 +528,7 @@ def test_finding_details(audited, planted) -> None:
     ]
     assert orphans[1]["ref"] == "seg-00000001.lq@9999"
     (dup,) = _detail(rows, "duplicate_delivery", q["duplicate"])
-    assert dup["recipient"] == pseudonymize_address("j1@example.org")
+    assert dup["recipient"] == "j1@example.org"
     assert (dup["deliveries"], dup["state"], len(dup["positions"])) == (2, "finished", 2)
     (stuck,) = _detail(rows, "stuck_message", q["stuck"])
     assert stuck == {
@@ -517,6 +541,14 @@ def test_finding_details(audited, planted) -> None:
         (2, False, "seg-00000002.lq@32"),
     ]
     assert {d["garbage_end"] for d in unreclaimed} == {"seg-00000003.lq@32"}
+    # What a plan records and the purger checks again: the file and the digest of what was read.
+    for d in unreclaimed:
+        path = q["unreclaimed"] / fmt.segment_name(d["segment"])
+        data = path.read_bytes()
+        assert (d["path"], d["size"], d["sha256"]) == (
+            str(path), len(data), hashlib.sha256(data).hexdigest()
+        )  # fmt: skip
+        assert (d["saved_positions"], d["saved_suffix_segment"]) == ("restart.lq", 2)
     b = planted.facts["lag"]
     assert _detail(rows, "restart_lag", q["lag"]) == [
         {"saved": "seg-00000001.lq@32", "actual": f"seg-00000001.lq@{b}", "bytes_behind": b - 32}
@@ -536,16 +568,69 @@ def test_finding_details(audited, planted) -> None:
     }  # fmt: skip
 
 
-def test_thresholds_and_revealed_addresses(audited, planted) -> None:
+def test_thresholds(audited, planted) -> None:
     found, _ = audited
-    options = checks.AuditOptions(
-        as_of=AS_OF, retry_horizon=dt.timedelta(days=3), reveal_addresses=True
-    )
+    options = checks.AuditOptions(as_of=AS_OF, retry_horizon=dt.timedelta(days=3))
     stuck = checks.stuck_message(found, options).collect()
     assert {r.subject for r in stuck} == {str(_mid("K")), str(_mid("L"))}
     assert checks.restart_lag(found, options).collect() == []  # 64 MiB by default
-    (dup,) = checks.duplicate_delivery(found, options).collect()
-    assert dup.subject == f"{_mid('J')} j1@example.org"
+
+
+def test_saved_positions_of_each_segment(audited, planted) -> None:
+    """Missing or damaged restart.lq: no segment is below a saved suffix anyone can trust."""
+    found, _ = audited
+    facts = {(r.queue, r.file): r for r in checks.segment_facts(found).collect()}
+
+    def saved(name: str) -> set[tuple[str, bool, bool]]:
+        queue = str(planted.queues[name])
+        return {(r.saved_positions, r.garbage, r.below_saved_suffix)
+                for (q, _), r in facts.items() if q == queue}  # fmt: skip
+
+    assert saved("clean") == {("restart.lq", False, False)}
+    assert saved("torn") == {("missing", False, False)}  # no restart.lq written
+    assert saved("bad_restart") == {("damaged", False, False)}
+    assert saved("unreclaimed") == {
+        ("restart.lq", True, True), ("restart.lq", True, False), ("restart.lq", False, False)
+    }  # fmt: skip
+
+
+KEY = b"k" * 32
+
+
+def _keyed(address: str) -> str:
+    return subjects.keyed(subject_hash(address), KEY)
+
+
+def test_personal_data_names_each_segment_holding_a_searched_subject(audited, planted) -> None:
+    """Senders, recipients of envelopes and of delivery outcomes; keyed hashes only."""
+    found, _ = audited
+    wanted = ["J1@example.org ", "c2@example.net", "m-unknown@example.com", "g@example.net"]
+    options = checks.AuditOptions(
+        as_of=AS_OF, subjects=frozenset(_keyed(a) for a in wanted), subject_key=KEY
+    )
+    rows = [r.asDict() for r in checks.personal_data(found, options).collect()]
+    got = {(Path(r["queue"]).name, r["subject"], r["severity"], r["bytes"]):
+           json.loads(r["detail"]) for r in rows}  # fmt: skip
+    size = {name: (planted.queues[name] / "seg-00000001.lq").stat().st_size
+            for name in ("duplicate", "clean", "orphans")}  # fmt: skip
+    assert sorted(got) == sorted(
+        (name, "seg-00000001.lq", "info", size[name]) for name in ("duplicate", "clean", "orphans")
+    )
+    subjects_of = {key[0]: detail["subjects"] for key, detail in got.items()}
+    assert subjects_of == {
+        "duplicate": [_keyed("j1@example.org")],  # an envelope and two delivery outcomes
+        "clean": [_keyed("c2@example.net")],  # an envelope and a deferred outcome
+        "orphans": [_keyed("g@example.net")],  # finished: its records are all garbage
+    }
+    detail = got[("orphans", "seg-00000001.lq", "info", size["orphans"])]
+    path = planted.queues["orphans"] / "seg-00000001.lq"
+    assert {k: detail[k] for k in ("path", "sha256", "garbage", "saved_positions")} == {
+        "path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "garbage": False, "saved_positions": "missing",
+    }  # fmt: skip
+    text = json.dumps(list(got.values())).lower()
+    assert not [a for a in wanted if a.strip().lower() in text]  # keyed hashes, no address
+    assert checks.personal_data(found, OPTIONS).collect() == []  # nothing searched
 
 
 # --- damage never crashes ------------------------------------------------------------------------
@@ -603,6 +688,18 @@ def test_cli_writes_findings_and_exit_codes(planted, tmp_path) -> None:
     clean_out = tmp_path / "clean"
     assert cli.main(["audit", "logqueue", str(q["clean"]), "--out", str(clean_out), *as_of]) == 0
     assert json.loads((clean_out / "findings.json").read_text()) == []
+    manifest = json.loads((clean_out / "manifest.json").read_text())
+    segments = layout.segments(q["clean"])
+    assert (manifest["system"], manifest["as_of"], manifest["objects"]) == (
+        "logqueue", "2027-01-15T09:00:00Z",
+        len(segments) + sum(len(read_segment(p).records) for p in segments.values()),
+    )  # fmt: skip
+    assert manifest["plan_inputs"] == {"queues": [str(q["clean"])]}
+    (given,) = manifest["inputs"]
+    assert {k: given[k] for k in ("kind", "location", "segments")} == {
+        "kind": "directory", "location": str(q["clean"]), "segments": 2
+    }  # fmt: skip
+    assert manifest["checks"] == [c.name for c in spec.CHECKS]
     out = tmp_path / "out"
     argv = ["audit", "logqueue", str(q["duplicate"]), str(q["stuck"]), str(q["lag"]),
             "--out", str(out), *as_of, "--restart-lag-bytes", str(LAG),
@@ -616,13 +713,76 @@ def test_cli_writes_findings_and_exit_codes(planted, tmp_path) -> None:
     }
     assert {r["observed_at"] for r in rows} == {"2027-01-15T09:00:00Z"}
     assert (out / "findings.parquet").is_dir()
+    # Pseudonymised by default, by the runner: the same ids, the recipient's local part hidden.
+    hidden = tmp_path / "hidden"
+    assert cli.main([*argv[:-1], "--out", str(hidden)]) == 1
+    shown = {r["id"]: r for r in json.loads((hidden / "findings.json").read_text())}
+    assert sorted(shown) == sorted(r["id"] for r in rows)
+    (dup,) = [r for r in shown.values() if r["check"] == "duplicate_delivery"]
+    assert "j1@" not in json.dumps(dup) and dup["subject"].endswith("@example.org")
     warnings = tmp_path / "warnings"
     argv = ["audit", "logqueue", str(q["stuck"]), "--out", str(warnings), *as_of,
             "--retry-horizon", "7d"]  # fmt: skip
     assert cli.main(argv) == 0
     assert json.loads((warnings / "findings.json").read_text()) == []
-    absent = tmp_path / "absent"
-    assert cli.main(["audit", "logqueue", str(absent), "--out", str(tmp_path / "x")]) == 2
     bad = ["audit", "logqueue", str(q["clean"]), "--out", str(tmp_path / "y")]
     assert cli.main([*bad, "--restart-lag-bytes", "lots"]) == 2
-    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    assert not (tmp_path / "y").exists()
+
+
+def test_positions_are_not_pseudonymised_as_addresses(planted, tmp_path) -> None:
+    """``seg-00000001.lq@75`` names a place in a file: findings.json shows it as it is."""
+    out = tmp_path / "torn"
+    assert cli.main(["audit", "logqueue", str(planted.queues["torn"]), "--out", str(out)]) == 0
+    (row,) = json.loads((out / "findings.json").read_text())
+    (expected,) = planted.expected["torn"]
+    assert (row["check"], row["subject"]) == ("torn_tail", expected[2])
+
+
+def test_an_empty_queue_directory_is_nothing_to_audit(spark, planted, tmp_path, capsys) -> None:
+    empty = planted.queues["empty"]
+    out = tmp_path / "a"
+    assert cli.main(["audit", "logqueue", str(empty), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mqforensics: error: InputError: nothing to audit: log queue(s) {empty} "
+                   "holds nothing logqueue keeps"]  # fmt: skip
+    assert not (out / "findings.json").exists()
+    # Next to a queue that holds segments, it is audited (a note says it held none).
+    both = tmp_path / "b"
+    assert cli.main(["audit", "logqueue", str(planted.queues["clean"]), str(empty),
+                     "--out", str(both)]) == 0  # fmt: skip
+    assert f"note: {empty} holds no segment file" in capsys.readouterr().out
+
+
+def test_a_bad_directory_fails_before_spark_starts(planted, tmp_path, capsys, monkeypatch):
+    import mqforensics.spark
+
+    monkeypatch.setattr(mqforensics.spark, "session", lambda *a, **k: pytest.fail("Spark started"))
+    clean = str(planted.queues["clean"])
+    absent = tmp_path / "absent"
+    for command in ("audit", "validate"):
+        out = tmp_path / command
+        assert cli.main([command, "logqueue", clean, str(absent), "--out", str(out)]) == 2
+        assert f"InputError: {absent}: no such queue directory" in capsys.readouterr().err
+        a_file = tmp_path / "file"
+        a_file.write_text("x")
+        assert cli.main([command, "logqueue", str(a_file), "--out", str(out)]) == 2
+        assert f"InputError: {a_file}: not a directory" in capsys.readouterr().err
+        assert cli.main([command, "logqueue", clean, clean, "--out", str(out)]) == 2
+        assert "given twice" in capsys.readouterr().err
+        assert not out.exists()
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[[rules]]\nid = "gc"\nkind = "garbage_segments"\n'
+                      'legal_basis = "storage hygiene"\n')  # fmt: skip
+    plan = ["plan", "logqueue", str(absent), "--policy", str(policy), "--out"]
+    assert cli.main([*plan, str(tmp_path / "plan")]) == 2
+    assert f"InputError: {absent}: no such queue directory" in capsys.readouterr().err
+    assert not (tmp_path / "plan").exists() and not (tmp_path / "plan.audit").exists()
+
+
+def test_every_check_says_what_why_and_what_to_do() -> None:
+    assert [c.name for c in spec.CHECKS] == [c.__name__ for c in checks.CHECKS]
+    for check in spec.CHECKS:
+        assert check.what and check.why and check.todo, check.name
+        assert check.severity in ("info", "warning", "error", "critical")
+        assert check.run.__name__ == check.name

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from mqforensics import systems
 from mqforensics.errors import ConfigError
 from mqforensics.purge import engine, faults
 from mqforensics.purge.engine import executors_for, run_purge
@@ -53,6 +54,7 @@ KEEP = "1" * 32  # not planned
 KEEP_TORN = "2" * 32  # not planned, an .env without .meta: the census counts it
 TMP = "tmpq8w2_zx1"  # a stale mkstemp file in tmp_dir: deleted
 TMP_NEW = "tmpnew4bc9"  # not planned
+FINDING = "0123456789abcdef"  # the finding every action here cites (plans are made from findings)
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +119,8 @@ class Store:
         target = {"backend": "disk", "store": str(self.env), "id": name,
                   "files": [str(p) for p in paths]}  # fmt: skip
         size = sum(v["size"] for v in precondition.values())
-        return Action(DELETE_FILES, target, {"files": precondition}, (rule,), size, 0, "old")
+        return Action(DELETE_FILES, target, {"files": precondition}, (rule,), size, 0, "old",
+                      findings=(FINDING,))  # fmt: skip
 
 
 def make_plan(
@@ -360,15 +363,15 @@ def test_plans_of_the_wrong_shape_are_refused_before_anything_happens(tmp_path: 
     good = store.message_action(OLD)
     swapped = Action(
         DELETE_FILES, {**good.target, "files": list(reversed(good.target["files"]))},
-        good.precondition, good.rules, good.bytes, 0, "old",
+        good.precondition, good.rules, good.bytes, 0, "old", findings=good.findings,
     )  # fmt: skip
     relative = Action(
         DELETE_FILES, {**good.target, "files": [f"env/{OLD}.env"]}, {"files": {}},
-        good.rules, 0, 0, "old",
+        good.rules, 0, 0, "old", findings=good.findings,
     )  # fmt: skip
     other = Action(
         DELETE_FILES, {**good.target, "files": [str(store.env_path(KEEP))]}, {"files": {}},
-        good.rules, 0, 0, "old",
+        good.rules, 0, 0, "old", findings=good.findings,
     )  # fmt: skip
     for name, action, message in (
         ("swapped", swapped, "its .env, then its .meta"),
@@ -380,10 +383,9 @@ def test_plans_of_the_wrong_shape_are_refused_before_anything_happens(tmp_path: 
             build_executors(plan, argparse.Namespace())
 
 
-def test_the_engine_finds_the_slimta_executors_by_system(tmp_path: Path) -> None:
-    assert engine.FACTORIES["slimta"] == (
-        "mqforensics.systems.slimta.purge_executor:build_executors"
-    )
+def test_the_engine_finds_the_slimta_executors_through_the_registry(tmp_path: Path) -> None:
+    spec = systems.get("slimta")
+    assert {option.dest for option in spec.purge_options} == {"redis", "s3_endpoint"}
     _, actions = spool(tmp_path / "spool")
     plan = make_plan(tmp_path, actions)
     args = argparse.Namespace(redis=None, s3_endpoint=None)
@@ -446,7 +448,7 @@ def test_a_crash_at_any_fault_point_is_resumed_to_the_uninterrupted_result(
             a.kind,
             json.loads(json.dumps(a.target).replace(str(template), str(live))),
             json.loads(json.dumps(a.precondition).replace(str(template), str(live))),
-            a.rules, a.bytes, a.tombstones, a.reason,
+            a.rules, a.bytes, a.tombstones, a.reason, findings=a.findings,
         )
         for a in actions
     ]  # fmt: skip
