@@ -4,35 +4,18 @@ be read fails it with the input's error, never as a failed expectation."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.notebook_runs import ROOT, run_notebook_copy
+
 NOTEBOOK = ROOT / "notebooks" / "validation" / "cyrus_quality.ipynb"
 B1 = ROOT / "datasets" / "cyrus" / "sample" / "backend1" / "mailboxes.db"
 
 
 def _run(tmp_path: Path, argv: str) -> str:
-    env = {**os.environ, "MQF_CYRUS_ARGS": argv, "MQF_NOTEBOOK_OUT": str(tmp_path / "out")}
-    # Run the notebook from a copy so nbmake cannot write anything beside the real one.
-    copy = tmp_path / "validation" / NOTEBOOK.name
-    copy.parent.mkdir(exist_ok=True)
-    shutil.copyfile(NOTEBOOK, copy)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", str(copy), "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
-    assert result.returncode == 1, output[-3000:]
-    assert "1 failed" in output
+    """The notebook's output when it fails (nbmake exit 1)."""
+    status, output = run_notebook_copy(NOTEBOOK, tmp_path, {"MQF_CYRUS_ARGS": argv})
+    assert status == 1 and "1 failed" in output, output[-3000:]
     return output
 
 

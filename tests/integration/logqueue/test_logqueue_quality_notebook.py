@@ -4,33 +4,18 @@ and a directory that cannot be read fails it with that error, not as failed expe
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.notebook_runs import ROOT, run_notebook_copy
 from tests.unit.logqueue.planted_quality import defective_queue
 
-ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "notebooks" / "validation" / "logqueue_quality.ipynb"
 
 
 def _run(tmp_path: Path, queue_args: str) -> str:
-    """The notebook, run from a copy (nbmake writes nothing beside the real one); its output."""
-    copy = tmp_path / "validation" / NOTEBOOK.name
-    copy.parent.mkdir(exist_ok=True)
-    shutil.copyfile(NOTEBOOK, copy)
-    env = {**os.environ, "MQF_LOGQUEUE_ARGS": queue_args,
-           "MQF_NOTEBOOK_OUT": str(tmp_path / "out")}  # fmt: skip
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", str(copy), "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
-    assert result.returncode == 1, output[-3000:]
-    assert "1 failed" in output, output[-3000:]
+    """The notebook's output when it fails (nbmake exit 1)."""
+    status, output = run_notebook_copy(NOTEBOOK, tmp_path, {"MQF_LOGQUEUE_ARGS": queue_args})
+    assert status == 1 and "1 failed" in output, output[-3000:]
     return output
 
 

@@ -5,34 +5,17 @@ message slimta never wrote."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from mqforensics.systems.slimta.sample import materialize
+from tests.notebook_runs import ROOT, run_notebook_copy
 
-ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "notebooks" / "validation" / "slimta_quality.ipynb"
 
 
 def _run(tmp_path: Path, env: dict[str, str]) -> tuple[int, str]:
-    # Run the notebook from a copy so nbmake cannot write anything beside the real one.
-    copy = tmp_path / "validation" / NOTEBOOK.name
-    copy.parent.mkdir(exist_ok=True)
-    inherited = {k: v for k, v in os.environ.items() if k not in ("MQF_SLIMTA_ARGS", "MQF_AS_OF")}
-    shutil.copyfile(NOTEBOOK, copy)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", str(copy), "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT,
-        env={**inherited, "MQF_NOTEBOOK_OUT": str(tmp_path / "out"), **env},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return result.returncode, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+    return run_notebook_copy(NOTEBOOK, tmp_path, env, drop=("MQF_SLIMTA_ARGS", "MQF_AS_OF"))
 
 
 def test_the_notebook_passes_on_the_sample_and_fails_on_a_planted_defect(tmp_path: Path) -> None:
