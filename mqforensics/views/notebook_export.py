@@ -17,7 +17,7 @@ from typing import Any
 
 from mqforensics.errors import InputError
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 STATIC = ("text/html", "image/png", "image/svg+xml", "image/jpeg")
 
