@@ -13,7 +13,7 @@ import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
@@ -80,9 +80,10 @@ class Context:
     marked: DataFrame = field(init=False)
     # The live rows (no marker in deletedmailsv2), with their queue's browse and content starts.
     live: DataFrame = field(init=False)
-    # Whether `marked` holds every consumed row naming a listed passthrough blob (flag
-    # ``blob``): when the listing is small enough to send to every task.
-    blobs_marked: bool = field(init=False)
+    # How many `referenced_blobs` keys are passthrough ones (counted while they are kept).
+    _passthrough_referenced: int = field(init=False, default=0)
+    # The (queue, slice) of live rows from contentStart to browseStart, observed (`first_kept`).
+    _holding: Observation = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -104,16 +105,11 @@ class Context:
         keys = _observed(counted, "keys", lambda: live_keys.limit(BROADCAST_ROWS + 1).count())
         if keys <= BROADCAST_ROWS:
             live_keys = F.broadcast(live_keys)
-        # The listed passthrough blobs, when few, are looked up by the marking pass too: the
-        # rows naming one are kept (`consumed_blob` reads the consumed ones), which in a
-        # healthy store are live rows only (James deletes a consumed mail's passthrough blobs).
-        listed = None
-        if self.state.blobs is not None and self.few_blobs:
-            listed = F.broadcast(_passthrough_keys(self.state.blobs))
-        self.blobs_marked = listed is not None
-        marked = keep(
-            marked_rows(self.state, self.history, live_keys, self.early_kept, listed=listed)
-        )
+        # The slices of live rows from a queue's contentStart to its browseStart (invisible
+        # mail, few) are gathered while the marked rows are kept: where contentStart may move.
+        self._holding = Observation("live slices before browseStart")
+        marked = marked_rows(self.state, self.history, live_keys, self.early_kept)
+        marked = keep(marked.observe(self._holding, _holding_slices().alias("slices")))
         # A name the marking pass could not hash (not ASCII) is judged here, among few rows.
         judged = F.coalesce(F.col("wrong_bucket"), wrong_bucket(self.history), F.lit(False))
         self.marked = marked.withColumn("wrong_bucket", judged)
@@ -151,6 +147,87 @@ class Context:
         # A state built by hand (tests) says no table: its rows do.
         row = self.state.entries.select("table_version").first()
         return f"enqueuedmails{(row[0] if row is not None else None) or 'v4'}"
+
+    @functools.cached_property
+    def rollup_rows(self) -> dict[str, list[Any]]:
+        """The kept rollup's rows on the driver, column by column (one job): a few per
+        partition. `config_advice` adds them up per queue and hour; `first_kept` looks at the
+        partitions at or after the queue's starts."""
+        from mqforensics.spark import collected
+
+        columns = ("queuename", "timerangestart", "hour", "rows", "browsestart", "contentstart")
+        table = collected(self.rollup.select(*columns))
+        return {c: table.column(c).to_pylist() for c in columns}
+
+    @functools.cached_property
+    def first_kept(self) -> dict[str, dt.datetime]:
+        """Per queue with a contentStart, the start of its first partition at or after it that
+        `unreclaimed_slice` does not flag: one at or after browseStart (from the rollup), or
+        before it holding live mail (observed while the marked rows were kept)."""
+        found: dict[str, dt.datetime] = {}
+
+        def first(queue: str | None, start: Any) -> None:
+            if queue is None:  # no queue of its own: no contentStart either
+                return
+            when = _aware(start)
+            if queue not in found or when < found[queue]:
+                found[queue] = when
+
+        r = self.rollup_rows
+        starts = zip(r["queuename"], r["timerangestart"], r["browsestart"], r["contentstart"],
+                     strict=True)  # fmt: skip
+        for queue, trs, browse, content in starts:
+            if content is not None and trs >= max(x for x in (browse, content) if x is not None):
+                first(queue, trs)
+        holding = self._holding.get.get("slices")
+        if holding is None:  # Spark Connect reports no observation for a checkpoint
+            row = self.marked.select(_holding_slices().alias("slices")).first()
+            holding = (row[0] if row is not None else None) or []
+        for row in holding:
+            first(row["queuename"], row["timerangestart"])
+        return found
+
+    @functools.cached_property
+    def unnamed_blobs(self) -> DataFrame:
+        """The listed keys no live row names (``key``; ``passthrough``: a listed object of
+        that key has a passthrough id; ``old``: one is older than the blob grace), kept: a
+        live mail's blobs, most of a listing, drop out here, against the few kept live rows.
+        Orphans, and the content consumed mails still hold, are among these."""
+        assert self.state.blobs is not None
+        cutoff = F.lit(self.as_of - self.options.blob_grace).cast("timestamp")
+        named = self.live.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
+        keys = self.state.blobs.groupBy("key").agg(
+            F.max(F.col("id_kind") == PASSTHROUGH).alias("passthrough"),
+            F.max(F.col("last_modified") < cutoff).alias("old"),
+        )
+        return self.state.keep(keys.join(named, "key", "left_anti"))
+
+    @functools.cached_property
+    def referenced_blobs(self) -> DataFrame:
+        """The `unnamed_blobs` keys some view row read names (consumed rows only: no live row
+        names them), ``key`` and ``passthrough``, kept; how many are passthrough ones is
+        counted while they are kept (`passthrough_referenced`). Only these few keys are looked
+        up among every reference (sent to every task when the listing is small, so the
+        references, two per view row, are not shuffled)."""
+        unnamed = self.sent_if_few_blobs(self.unnamed_blobs.select("key", "passthrough"))
+        ids = self.rows.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
+        named = ids.where(F.col("key").isNotNull()).join(unnamed, "key")
+        counted = Observation("referenced passthrough blobs")
+        named = named.select("key", "passthrough").distinct()
+        kept = self.state.keep(
+            named.observe(counted, F.count_if(F.col("passthrough")).alias("keys"))
+        )
+        self._passthrough_referenced = _observed(
+            counted, "keys", lambda: kept.where(F.col("passthrough")).count()
+        )
+        return kept
+
+    @property
+    def passthrough_referenced(self) -> int:
+        """How many `referenced_blobs` keys have passthrough ids: `consumed_blob` candidates,
+        none in a healthy store (James deletes a consumed mail's passthrough blobs)."""
+        self.referenced_blobs  # noqa: B018 (counted while they are kept)
+        return self._passthrough_referenced
 
     @property
     def window(self) -> int:
@@ -267,9 +344,18 @@ def _early_rows() -> Column:
     return F.sum(F.when(_early(), F.col("rows")))
 
 
-def _passthrough_keys(blobs: DataFrame) -> DataFrame:
-    """The distinct keys of the listed blobs with passthrough ids (``key``)."""
-    return blobs.where(F.col("id_kind") == PASSTHROUGH).select("key").distinct()
+def _holding_slices() -> Column:
+    """The distinct (``queuename``, ``timerangestart``) of marked live rows from their queue's
+    contentStart to its browseStart: the partitions there `unreclaimed_slice` never flags."""
+    trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
+    holding = F.col("live") & c.isNotNull() & (trs >= c) & (trs < b)
+    return F.collect_set(F.when(holding, F.struct("queuename", "timerangestart")))
+
+
+def _aware(value: Any) -> dt.datetime:
+    """A timestamp collected from Spark (UTC; naive when Arrow gives no zone) as UTC."""
+    assert isinstance(value, dt.datetime)
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 def marked_rows(
@@ -277,18 +363,14 @@ def marked_rows(
     history: list[ConfigEvent],
     live: DataFrame,
     early: bool = False,
-    *,
-    listed: DataFrame | None = None,
 ) -> DataFrame:
     """The view rows some check reads one by one (`_AUDIT_COLUMNS` and their queue's starts),
     with `FLAGS`: ``live`` (its key is among the `_live_keys` `live`: what `classify` calls not
     ``consumed``), ``wrong_bucket`` (null, undecided, for a name that is not ASCII: `Context`
     judges those), ``wrong_slice``, ``early`` (in a partition `_early`, with its ``sender`` and
-    ``recipients`` and its ``metadata_bytes``; only when `early`, else false), and, when the
-    keys of `listed` blobs are given, ``blob`` (its header or body blob is one of them); only
-    rows with some flag set or undecided. The view is read once, each row's key looked up
-    among the live keys (sent to every task when few enough, so the view rows are never
-    shuffled)."""
+    ``recipients`` and its ``metadata_bytes``; only when `early`, else false); only rows with
+    some flag set or undecided. The view is read once, each row's key looked up among the live
+    keys (sent to every task when few enough, so the view rows are never shuffled)."""
     # A row with a null key part has no marker, and is live: told by the flag, so the lookup
     # is a plain equality of two fingerprints (null-safe keys hash four values per row).
     same_key = functools.reduce(
@@ -310,12 +392,6 @@ def marked_rows(
         "wrong_slice": F.coalesce(wrong_slice(history), F.lit(False)),
         "early": F.coalesce(_early(), F.lit(False)) if early else F.lit(False),
     }
-    if listed is not None:
-        # Two lookups of distinct keys (sent to every task): a row meets at most one of each.
-        for column, found in (("headerblobid", "listed_header"), ("bodyblobid", "listed_body")):
-            keys = listed.select(F.col("key").alias(found))
-            rows = rows.join(keys, F.col(column) == F.col(found), "left")
-        flags["blob"] = F.col("listed_header").isNotNull() | F.col("listed_body").isNotNull()
     # Addresses and bytes only for the rows `unreclaimed_slice` may count them for: the bytes
     # are computed here, for these few rows, rather than by the rollup for every row (its
     # collections' strings joined per row took most of a pass over the view: bench/).
@@ -390,11 +466,12 @@ def _iso(column: str) -> Column:
     return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss'Z'")
 
 
-def _iso_millis(column: str) -> Column:
+def _iso_millis(column: str | Column) -> Column:
     """ISO-8601 UTC with milliseconds (``2026-11-03T10:00:00.000Z``), the one format of a
     plan's instants: the purger compares them with what it reads live (the session time zone
     is UTC, see spark.py)."""
-    return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+    value = F.col(column) if isinstance(column, str) else column
+    return F.date_format(value, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 
 
 def _iso_micros(column: str) -> Column:
@@ -467,7 +544,6 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         rows = rows.withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
         contents = _partition_contents(ctx, rows, partition).drop("rows", "live_rows")
         flagged = flagged.join(contents, partition)
-    flagged = flagged.join(F.broadcast(_first_kept_slices(ctx)), "queuename", "left")
     bucket_counts = sorted({e.bucket_count for e in ctx.history})
     detail = F.struct(
         "reason",
@@ -486,7 +562,7 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         F.when(F.col("newest") < F.lit(_FAR_FUTURE).cast("timestamp"), _iso_micros("newest")).alias(
             "newest_enqueued_time"
         ),
-        _iso_millis("first_kept").alias("first_kept_slice"),
+        _iso_millis(_by_queue(ctx.first_kept)).alias("first_kept_slice"),
         F.lit(ctx.window).cast("long").alias("window_seconds"),
         F.lit(bucket_counts[-1]).alias("bucket_count"),
     )
@@ -507,25 +583,13 @@ def _row_key() -> Column:
     return F.coalesce(F.col("enqueueid"), F.lit("\u0000"))
 
 
-def _first_kept_slices(ctx: Context) -> DataFrame:
-    """Per queue with a contentStart, ``first_kept``: the start of its first partition at or
-    after contentStart that `unreclaimed_slice` does not flag (one at or after browseStart, or
-    before it holding live mail); null when there is none. From the kept rollup and live
-    rows: two small aggregations."""
-    trs, b, c = F.col("timerangestart"), F.col("browsestart"), F.col("contentstart")
-    after = (
-        ctx.rollup.where(c.isNotNull() & (trs >= F.greatest(b, c)))
-        .groupBy("queuename")
-        .agg(F.min(trs).alias("after"))
-    )
-    holding = (
-        ctx.live.where(c.isNotNull() & (trs >= c) & (trs < b))
-        .groupBy("queuename")
-        .agg(F.min(trs).alias("holding"))
-    )
-    return after.join(holding, "queuename", "full").select(
-        "queuename", F.least("after", "holding").alias("first_kept")
-    )
+def _by_queue(values: dict[str, dt.datetime]) -> Column:
+    """The instant of each row's queue in `values` (null for a queue it lacks), as a literal
+    map: a few queues, looked up with no join."""
+    if not values:
+        return F.lit(None).cast("timestamp")
+    pairs = [item for queue in sorted(values) for item in (F.lit(queue), F.lit(values[queue]))]
+    return F.element_at(F.create_map(*pairs), F.col("queuename"))
 
 
 def _flagged(partitions: DataFrame) -> DataFrame:
@@ -695,15 +759,6 @@ def stuck_mail(ctx: Context) -> DataFrame:
     return _finding(mails, "stuck_mail", "error", "mail", F.col("enqueueid"), ctx.as_of, detail)
 
 
-def _referenced_keys(ctx: Context) -> DataFrame:
-    """Every blob key the queue references (not distinct)."""
-    if ctx.state.blob_references is not None:
-        return ctx.state.blob_references.select("key").where(F.col("key").isNotNull())
-    return ctx.rows.select(F.explode(F.array(*_BLOB_IDS)).alias("key")).where(
-        F.col("key").isNotNull()
-    )
-
-
 def orphaned_blob(ctx: Context) -> DataFrame:
     """Blobs no queue row references: cost, and mail content kept with nothing pointing at it
     (a privacy liability). Deletable only when every referrer is known and the id is not
@@ -714,15 +769,15 @@ def orphaned_blob(ctx: Context) -> DataFrame:
     cutoff = F.lit(ctx.as_of - ctx.options.blob_grace).cast("timestamp")
     complete = ctx.options.references_complete
     candidates = blobs.where(F.col("last_modified") < cutoff)
-    # The listed keys no kept row names (a kept row, live or misplaced, is a reference): a
-    # live mail's blobs, most of a listing, drop out here, against a few kept rows; kept, as
-    # both joins below read them. Only these are looked up among every reference (sent to
-    # every task when the listing is small, so the references, two per view row, are not
-    # shuffled), and those none names are orphans.
-    named = ctx.marked.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
-    unnamed = ctx.state.keep(candidates.select("key").distinct().join(named, "key", "left_anti"))
-    unnamed = ctx.sent_if_few_blobs(unnamed)
-    referenced = _referenced_keys(ctx).join(unnamed, "key", "left_semi")
+    # Among the listed keys no live row names (`unnamed_blobs`, few), those no row read names
+    # (`referenced_blobs`); when every reference of the view was scanned apart (a live
+    # enumeration reads only some partitions), those none of them names.
+    unnamed = ctx.unnamed_blobs.where(F.col("old")).select("key")
+    if ctx.state.blob_references is not None:
+        known = ctx.state.blob_references.select("key").where(F.col("key").isNotNull())
+        referenced = known.join(ctx.sent_if_few_blobs(unnamed), "key", "left_semi")
+    else:
+        referenced = ctx.referenced_blobs.select("key")
     orphan_keys = ctx.sent_if_few_blobs(unnamed.join(referenced, "key", "left_anti"))
     orphans = candidates.join(orphan_keys, "key", "left_semi")
     detail = F.struct(
@@ -751,25 +806,22 @@ def consumed_blob(ctx: Context) -> DataFrame:
     """Blobs (passthrough ids) that only consumed mails reference: James deletes a consumed
     mail's passthrough blobs when it is dequeued, so these are content it failed to delete,
     kept with no live mail needing it (cost, and personal data past its use)."""
+    spark = ctx.state.entries.sparkSession
     blobs = ctx.state.blobs
-    if blobs is None:
-        return findings.empty(ctx.state.entries.sparkSession)
-    # The consumed rows naming a listed passthrough blob: kept by the marking pass (flag
-    # ``blob``) when the listing is small, else looked for in the whole view again.
-    rows = ctx.marked.where(~F.col("live") & F.col("blob")) if ctx.blobs_marked else ctx.rows
-    listed = ctx.sent_if_few_blobs(_passthrough_keys(blobs))
-    ids = rows.select(
+    if blobs is None or ctx.passthrough_referenced == 0:
+        # None (a healthy passthrough store): no pass over the view for their referrers.
+        return findings.empty(spark)
+    keys = ctx.referenced_blobs.where(F.col("passthrough")).select("key")
+    ids = ctx.rows.select(
         "queuename", "enqueueid", "enqueuedtime", F.explode(F.array(*_BLOB_IDS)).alias("key")
-    ).join(listed, "key")
-    # A blob a live row names is in use (the live rows are kept, and few).
-    in_use = ctx.live.select(F.explode(F.array(*_BLOB_IDS)).alias("key"))
-    ids = ids.join(in_use, "key", "left_anti")
+    )
+    rows = ids.where(F.col("key").isNotNull()).join(ctx.sent_if_few_blobs(keys), "key")
     referrer = F.struct(
         F.col("queuename").alias("queue"),
         F.lower(F.col("enqueueid")).alias("enqueueid"),
         _iso_micros("enqueuedtime").alias("enqueued_time"),
     )
-    by_key = ids.groupBy("key").agg(
+    by_key = rows.groupBy("key").agg(
         F.sort_array(F.collect_set(referrer)).alias("referrers"),
         F.array_sort(F.collect_set("queuename")).alias("queues"),
     )
@@ -996,7 +1048,7 @@ def config_advice(ctx: Context) -> DataFrame:
     browse-start update about once per slice (rabbitmq.properties guidance)."""
     current = ctx.history[-1]
     rows = []
-    peaks = _hourly_peaks(ctx.rollup)
+    peaks = _hourly_peaks(ctx.rollup_rows)
     for queue in sorted(peaks, key=lambda q: (q is not None, q or "")):
         peak = peaks[queue]
         fits = [d for d in _divisors(current.window) if peak * d / 3600 <= MAILS_PER_SLICE_TARGET]
@@ -1023,15 +1075,12 @@ def config_advice(ctx: Context) -> DataFrame:
     return findings.to_frame(ctx.state.entries.sparkSession, rows)
 
 
-def _hourly_peaks(rollup: DataFrame) -> dict[str, int]:
-    """Each queue's most mails enqueued in one hour, from the kept rollup: its rows (a few per
-    partition) are fetched by one job and added up here, rather than by two shuffles."""
-    from mqforensics.spark import collected
-
+def _hourly_peaks(rollup: dict[str, list[Any]]) -> dict[str, int]:
+    """Each queue's most mails enqueued in one hour, from the kept rollup's rows on the driver
+    (`Context.rollup_rows`: a few per partition, fetched by one job and added up here, rather
+    than by two shuffles)."""
     hourly: dict[tuple[str, object], int] = {}
-    table = collected(rollup.select("queuename", "hour", "rows"))
-    columns = [table.column(c).to_pylist() for c in table.column_names]
-    for queue, hour, count in zip(*columns, strict=True):
+    for queue, hour, count in zip(rollup["queuename"], rollup["hour"], rollup["rows"], strict=True):
         hourly[(queue, hour)] = hourly.get((queue, hour), 0) + count
     peaks: dict[str, int] = {}
     for (queue, _), count in hourly.items():
