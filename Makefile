@@ -36,7 +36,7 @@ test-unit: setup
 # starts on 127.0.0.1 and stops, and the notebooks under nbmake.
 test: lint
 	$(PY) -m mqforensics services fetch
-	$(PY) -m pytest tests -v --durations=5
+	$(PY) -m pytest tests -v --durations=15
 	$(PY) -m pytest --nbmake notebooks -q
 
 # Benchmarks against baselines measured in the same run (not part of `make test`, which runs

@@ -27,6 +27,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import IO, Any
 
@@ -34,23 +35,8 @@ HIDDEN = "[hidden]"
 
 AWS_LOGIN = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CASSANDRA_LOGIN = ("MQF_CASSANDRA_USERNAME", "MQF_CASSANDRA_PASSWORD")
-REDIS_LOGIN = ("MQF_REDIS_USERNAME", "MQF_REDIS_PASSWORD")
-IMAP_LOGIN = ("MQF_IMAP_USERNAME", "MQF_IMAP_PASSWORD")
 SPARK_CONNECT_TOKEN = ("SPARK_CONNECT_AUTHENTICATE_TOKEN",)
 
-# Command line options (argparse dests) that name a server or a store, with the variables its
-# login comes from. Every other option is checked too (`refuse_on_command_line`).
-LOGIN_VARIABLES: dict[str, tuple[str, ...]] = {
-    "cassandra": CASSANDRA_LOGIN,
-    "blobs": AWS_LOGIN,
-    "blob_inventory": AWS_LOGIN,
-    "s3": AWS_LOGIN,
-    "s3_endpoint": AWS_LOGIN,
-    "redis": REDIS_LOGIN,
-    "imap": IMAP_LOGIN,
-}
-# Options whose values are HOST[:PORT] specs (a redis:// URL too): an '@' there is a login.
-HOST_OPTIONS = frozenset({"cassandra", "imap", "redis"})
 # Environment variables holding an address: (where its login goes, whether it is a host spec).
 ADDRESS_VARIABLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "MQF_S3_ENDPOINT": (AWS_LOGIN, False),
@@ -156,6 +142,48 @@ def _instead(variables: Iterable[str] | None) -> str:
 # --- refusal ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Login:
+    """What an option naming a server or a store says about its login: the variables it comes
+    from, and whether the option's value is a HOST[:PORT] spec (a URL too), where any
+    ``user@`` is a login."""
+
+    variables: tuple[str, ...] = ()
+    host: bool = False
+
+
+def declare_login(
+    action: argparse.Action, variables: Iterable[str], *, host: bool = False
+) -> argparse.Action:
+    """Mark the option `action` (what ``add_argument`` returned) as naming a server or a store
+    whose login comes from `variables`: a credential written in it is refused with those
+    variables named, and with `host`, any ``user@`` in it too. Every other option is checked
+    as well, without the names."""
+    action.mqf_login = Login(tuple(variables), host)  # type: ignore[attr-defined]
+    return action
+
+
+def declared_logins(parser: argparse.ArgumentParser) -> dict[str, Login]:
+    """dest -> `Login` of the options of `parser` and of its subcommands' parsers declared
+    with `declare_login` (an option several subcommands declare takes every variable)."""
+    found: dict[str, Login] = {}
+
+    def add(dest: str, login: Login) -> None:
+        known = found.get(dest, Login())
+        variables = tuple(dict.fromkeys((*known.variables, *login.variables)))
+        found[dest] = Login(variables, known.host or login.host)
+
+    for action in parser._actions:
+        login = getattr(action, "mqf_login", None)
+        if isinstance(login, Login):
+            add(action.dest, login)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for dest, declared in declared_logins(sub).items():
+                    add(dest, declared)
+    return found
+
+
 def _refused(where: str, variables: Iterable[str] | None) -> Exception:
     from mqforensics.errors import ConfigError
 
@@ -165,9 +193,10 @@ def _refused(where: str, variables: Iterable[str] | None) -> Exception:
     )
 
 
-def refuse_in_arguments(argv: Sequence[str]) -> None:
+def refuse_in_arguments(argv: Sequence[str], logins: Mapping[str, Login] | None = None) -> None:
     """A ConfigError when a command line argument, as written, holds a credential (checked
-    before parsing: a path option's value would lose its ``//``, an unknown one is echoed)."""
+    before parsing: a path option's value would lose its ``//``, an unknown one is echoed).
+    `logins` (`declared_logins`) names the variables to use instead."""
     for i, token in enumerate(argv):
         before = argv[i - 1] if i else ""
         option = before if before.startswith("-") and "=" not in before else ""
@@ -178,17 +207,22 @@ def refuse_in_arguments(argv: Sequence[str]) -> None:
         )):  # fmt: skip
             where = mask_secrets(token if option != before else f"{before} {token}")
             dest = option.lstrip("-").replace("-", "_")
-            raise _refused(where if option else f"argument {where}", LOGIN_VARIABLES.get(dest))
+            login = (logins or {}).get(dest)
+            variables = login.variables if login else None
+            raise _refused(where if option else f"argument {where}", variables)
 
 
 def refuse_on_command_line(
-    args: argparse.Namespace, names: Mapping[str, str] | None = None
+    args: argparse.Namespace,
+    names: Mapping[str, str] | None = None,
+    logins: Mapping[str, Login] | None = None,
 ) -> None:
     """A ConfigError (one line, exit 2) when any option value in `args` holds a credential.
 
     Every string and path value is checked (a URL's userinfo, a token in a query string, a
-    field named like a secret); the options of `HOST_OPTIONS` refuse any ``user@`` too.
-    `names` maps dests to how the user wrote the option (default ``--dest-with-dashes``).
+    field named like a secret); the options `logins` declares host specs refuse any ``user@``
+    too, and the refusal names their login variables. `names` maps dests to how the user
+    wrote the option (default ``--dest-with-dashes``).
     """
     for dest, value in sorted(vars(args).items()):
         items = value if isinstance(value, list | tuple) else [value]
@@ -196,10 +230,12 @@ def refuse_on_command_line(
             if not isinstance(item, str | PurePath):
                 continue
             text = str(item)
-            host = dest in HOST_OPTIONS
+            login = (logins or {}).get(dest)
+            host = bool(login and login.host)
             if carries_credentials(text, host=host):
                 option = (names or {}).get(dest) or "--" + dest.replace("_", "-")
-                raise _refused(f"{option} {shown(text, host=host)}", LOGIN_VARIABLES.get(dest))
+                variables = login.variables if login else None
+                raise _refused(f"{option} {shown(text, host=host)}", variables)
 
 
 def refuse_in_variable(
@@ -231,9 +267,10 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Any = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        refuse_in_arguments(list(sys.argv[1:] if args is None else args))
+        logins = declared_logins(self)
+        refuse_in_arguments(list(sys.argv[1:] if args is None else args), logins)
         parsed, extras = super().parse_known_args(args, namespace)
-        refuse_on_command_line(parsed, self._option_names())
+        refuse_on_command_line(parsed, self._option_names(), logins)
         refuse_in_environment()
         return parsed, extras
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.credentials import Login, declare_login
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -84,12 +86,15 @@ class PlanParts:
 
 @dataclass(frozen=True)
 class RuleKind:
-    """A policy rule kind a system plans: the keys it takes beyond the common ones, and whether
-    ``older_than`` is required."""
+    """A policy rule kind a system plans: the keys it takes beyond the common ones, whether
+    ``older_than`` is required, and whether its objects belong to no queue (`queueless`: a
+    rule of it restricted to some ``queues`` still selects them, as orphaned blobs are by
+    definition referenced by no queue; any other rule so restricted never does)."""
 
     name: str
     keys: tuple[str, ...] = ()
     needs_older_than: bool = False
+    queueless: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class Option:
 
     flags: tuple[str, ...]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # It names a server or a store: where its login comes from (`credentials.declare_login`).
+    login: Login | None = None
 
     @property
     def dest(self) -> str:
@@ -108,7 +115,9 @@ class Option:
         return longest.lstrip("-").replace("-", "_")
 
     def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-        parser.add_argument(*self.flags, **dict(self.kwargs))
+        action = parser.add_argument(*self.flags, **dict(self.kwargs))
+        if self.login is not None:
+            declare_login(action, self.login.variables, host=self.login.host)
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics import subjects
+from mqforensics.credentials import Login, declare_login
 from mqforensics.errors import InputError
 from mqforensics.file_digest import file_digest
 from mqforensics.findings import SCHEMA, Finding
 from mqforensics.purge.engine import Operations, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, mismatch, unlink_checked
 from mqforensics.retention.manifest import Action
-from mqforensics.spec import AuditArgs, Check, Loaded, PlanParts, RuleKind, System
+from mqforensics.spec import AuditArgs, Check, Loaded, Option, PlanParts, RuleKind, System
 from mqforensics.units import parse_duration, parse_instant, utc_now
 
 NAME = "toy"
 DELETE = "toy.delete_message"
+TOY_LOGIN = ("MQF_TOY_USERNAME", "MQF_TOY_PASSWORD")
 FRAME = "file string, size bigint, sha256 string, arrived timestamp, addresses array<string>"
 
 
@@ -37,6 +39,9 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
         "--max-age", type=parse_duration, default=dt.timedelta(days=7),
         help="a message older than this is old (default 7d)",
     )  # fmt: skip
+    # A server the toy names but never reads: its login comes from TOY_LOGIN alone.
+    mirror = parser.add_argument("--mirror", metavar="HOST[:PORT]", help="(not read)")
+    declare_login(mirror, TOY_LOGIN, host=True)
 
 
 def check_inputs(args: argparse.Namespace) -> None:
@@ -204,4 +209,7 @@ SPEC = System(
     plan=plan,
     rule_kinds=(RuleKind("toy_retention", ("older_than",), needs_older_than=True),),
     executors=lambda plan, args: [ToyExecutor(plan)],
+    purge_options=(
+        Option(("--toy-server",), {"metavar": "HOST[:PORT]"}, login=Login(TOY_LOGIN, host=True)),
+    ),
 )

@@ -21,6 +21,7 @@ import yaml
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.privacy import pseudonymize_text
+from mqforensics.spec import RuleKind
 from mqforensics.units import parse_duration
 
 # The one rule kind every system plans: its subjects are parsed here (and hashed at once).
@@ -32,21 +33,26 @@ _COMMON_RULE_KEYS = ("id", "kind", "legal_basis", "systems", "queues")
 _ERASE_KEYS = ("addresses", "address_sha256")
 
 
-def rule_kinds() -> dict[str, tuple[tuple[str, ...], bool]]:
-    """kind -> (its own keys, whether it needs ``older_than``), from every registered system.
+def rule_kinds() -> dict[str, RuleKind]:
+    """Every rule kind a policy may use, by name, from every registered system.
 
     Keys that only mean something for one kind are refused on the others: an ``older_than`` on
     an erasure or ``addresses`` on a consumed_mail rule is a misunderstanding, not something to
-    ignore. A kind two systems share takes the keys of both.
+    ignore. A kind two systems share takes the keys of both, and needs ``older_than`` or is
+    queueless when one of them says so.
     """
     from mqforensics import systems
 
-    kinds: dict[str, tuple[tuple[str, ...], bool]] = {ERASE_SUBJECT: (_ERASE_KEYS, False)}
+    kinds = {ERASE_SUBJECT: RuleKind(ERASE_SUBJECT, _ERASE_KEYS)}
     for spec in systems.all_systems():
         for kind in spec.rule_kinds:
-            keys, needs = kinds.get(kind.name, ((), False))
-            merged = tuple(dict.fromkeys((*keys, *kind.keys)))
-            kinds[kind.name] = (merged, needs or kind.needs_older_than)
+            known = kinds.get(kind.name, RuleKind(kind.name))
+            kinds[kind.name] = RuleKind(
+                kind.name,
+                tuple(dict.fromkeys((*known.keys, *kind.keys))),
+                known.needs_older_than or kind.needs_older_than,
+                known.queueless or kind.queueless,
+            )
     return kinds
 
 
@@ -66,6 +72,8 @@ class Rule:
     queues: tuple[str, ...] = ()
     subjects: tuple[str, ...] = ()
     references_complete: bool = False
+    # Its kind's objects belong to no queue (`RuleKind.queueless`).
+    queueless: bool = False
 
     def applies_to_system(self, system: str) -> bool:
         return not self.systems or system in self.systems
@@ -73,13 +81,13 @@ class Rule:
     def applies_to(self, system: str, queue: str | None = None) -> bool:
         """Whether the rule selects objects of `queue` (None: objects of no queue, e.g. blobs).
 
-        A rule restricted to some queues cannot vouch for an object no queue owns, except
-        `orphaned_blobs`, whose objects are by definition referenced by no queue.
+        A rule restricted to some queues cannot vouch for an object no queue owns, except one
+        of a `queueless` kind, whose objects are by definition referenced by no queue.
         """
         if not self.applies_to_system(system):
             return False
         if queue is None:
-            return self.kind == "orphaned_blobs" or not self.queues
+            return self.queueless or not self.queues
         return not self.queues or queue in self.queues
 
 
@@ -244,7 +252,7 @@ def _rule(table: Any, position: str, where: str) -> Rule:
     if kind not in kinds:
         shown = "missing" if kind is None else _quoted(kind)
         raise ConfigError(f"{here}: kind must be one of {', '.join(kinds)} (got {shown})")
-    _check_keys(table, _COMMON_RULE_KEYS + kinds[kind][0], f"{here} ({kind})")
+    _check_keys(table, _COMMON_RULE_KEYS + kinds[kind].keys, f"{here} ({kind})")
     legal_basis = table.get("legal_basis")
     if not isinstance(legal_basis, str) or not legal_basis.strip():
         raise ConfigError(f"{here}: legal_basis is required (a non-empty text)")
@@ -255,11 +263,12 @@ def _rule(table: Any, position: str, where: str) -> Rule:
         id=rule_id,
         kind=kind,
         legal_basis=legal_basis.strip(),
-        older_than=_older_than(table, kind, kinds[kind][1], here),
+        older_than=_older_than(table, kind, kinds[kind].needs_older_than, here),
         systems=_names(table, "systems", here),
         queues=_names(table, "queues", here),
         subjects=_subjects(table, here) if kind == ERASE_SUBJECT else (),
         references_complete=references_complete,
+        queueless=kinds[kind].queueless,
     )
 
 

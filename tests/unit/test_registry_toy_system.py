@@ -164,3 +164,25 @@ def test_purge_refuses_an_option_of_another_system(spark, tmp_path, toy, capsys)
     err = capsys.readouterr().err
     assert "--imap is for cyrus plans; this plan is a toy plan" in err
     assert sorted(p.name for p in queue.iterdir()) == sorted(MESSAGES)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "toy", "{queue}", "--mirror", "auditor@127.0.0.1:9", "--out", "{out}"],
+        ["audit", "toy", "{queue}", "--mirror=auditor:pw@127.0.0.1", "--out", "{out}"],
+        ["purge", "{out}", "--toy-server", "auditor@127.0.0.1:9"],
+    ],
+)
+def test_a_login_on_a_system_option_names_the_systems_variables(tmp_path, toy, capsys, argv):
+    # The system declares where its options' logins come from; the shared parser refuses a
+    # login written in them (a bare user@ too: they are host specs) and names those variables.
+    queue, _ = toy
+    out = tmp_path / "out"
+    argv = [a.replace("{queue}", str(queue)).replace("{out}", str(out)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "credentials on the command line are refused" in err, err
+    assert "set MQF_TOY_USERNAME and MQF_TOY_PASSWORD instead" in err, err
+    assert "auditor" not in err and ":pw@" not in err
+    assert not out.exists()

@@ -99,6 +99,7 @@ def test_toml_and_yaml_of_the_same_policy_load_equal(tmp_path):
             "no referrer",
             older_than=dt.timedelta(weeks=2),
             references_complete=True,
+            queueless=True,
         ),
     )
 
@@ -190,7 +191,9 @@ def test_an_integer_older_than_is_days(tmp_path):
 def test_applies_to_systems_and_queues():
     everywhere = Rule("a", "consumed_mail", "x", older_than=dt.timedelta(days=1))
     james_spool = Rule("b", "consumed_mail", "x", systems=("james",), queues=("spool",))
-    orphans = Rule("c", "orphaned_blobs", "x", systems=("james",), queues=("spool",))
+    orphans = Rule(
+        "c", "orphaned_blobs", "x", systems=("james",), queues=("spool",), queueless=True
+    )
     assert everywhere.applies_to("james", "spool")
     assert everywhere.applies_to("postfix")
     assert james_spool.applies_to("james", "spool")
@@ -199,9 +202,23 @@ def test_applies_to_systems_and_queues():
     # System-level objects (queue None): only for rules without a queue restriction...
     assert not james_spool.applies_to("james")
     assert everywhere.applies_to("james", None)
-    # ...except orphaned blobs, which belong to no queue by definition.
+    # ...except those of a queueless kind (orphaned blobs belong to no queue by definition).
     assert orphans.applies_to("james")
     assert not orphans.applies_to("postfix")
+
+
+def test_a_rule_is_queueless_when_its_kind_is(tmp_path):
+    # The kind's registered RuleKind says it, not the shared layer: orphaned_blobs (James)
+    # is, consumed_mail is not.
+    rules = (
+        'id = "o"\nkind = "orphaned_blobs"\nlegal_basis = "x"\nolder_than = "7d"\n'
+        'queues = ["spool"]\n'
+        '\n[[rules]]\nid = "c"\nkind = "consumed_mail"\nlegal_basis = "x"\n'
+        'older_than = "1d"\nqueues = ["spool"]\n'
+    )
+    orphans, consumed = load_policy(write(tmp_path, "p.toml", minimal(rules))).rules
+    assert (orphans.queueless, consumed.queueless) == (True, False)
+    assert orphans.applies_to("james") and not consumed.applies_to("james")
 
 
 def test_rules_of_selects_by_kind_and_system_in_file_order():
@@ -224,7 +241,12 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
         "queued_mail",
         "queue_leftovers",
     }
-    assert rule_kinds()["consumed_mail"] == (("older_than",), True)
+    consumed = rule_kinds()["consumed_mail"]
+    assert (consumed.keys, consumed.needs_older_than, consumed.queueless) == (
+        ("older_than",),
+        True,
+        False,
+    )
 
 
 def test_a_registered_system_brings_its_rule_kinds(tmp_path):

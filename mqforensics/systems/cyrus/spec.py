@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.credentials import Login
 from mqforensics.spec import Check, Loaded, Option, RuleKind, Sample, System
 from mqforensics.systems.cyrus import audit, planner, pseudonyms, views
 
@@ -154,6 +155,9 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 
+# Where the IMAP admin login of a purge comes from (`purge_executor`).
+IMAP_LOGIN = ("MQF_IMAP_USERNAME", "MQF_IMAP_PASSWORD")
+
 PURGE_OPTIONS = (
     Option(
         ("--imap",),
@@ -161,6 +165,7 @@ PURGE_OPTIONS = (
             "metavar": "HOST:PORT",
             "help": "Cyrus IMAP server for DELETEACL; admin login from MQF_IMAP_USERNAME/_PASSWORD",
         },
+        login=Login(IMAP_LOGIN, host=True),
     ),
     Option(
         ("--imap-ssl",),

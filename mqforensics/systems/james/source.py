@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, declare_login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.units import parse_duration, parse_instant, utc_text
@@ -41,11 +42,12 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     """The options naming a James state and the thresholds of its checks."""
     source = parser.add_argument_group("the mail queue view (one of)")
     where = source.add_mutually_exclusive_group(required=True)
-    where.add_argument(
+    cassandra = where.add_argument(
         "--cassandra", metavar="HOST[:PORT]",
         help="a live cluster (contact points, comma-separated); login from "
         "MQF_CASSANDRA_USERNAME/_PASSWORD",
     )  # fmt: skip
+    declare_login(cassandra, CASSANDRA_LOGIN, host=True)
     where.add_argument(
         "--snapshot", type=Path, metavar="DIR",
         help="a directory of table exports: cqlsh COPY TO CSV files or Parquet "
@@ -77,15 +79,17 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     blobs = parser.add_argument_group("the default blob bucket (at most one; optional)")
     one = blobs.add_mutually_exclusive_group()
-    one.add_argument(
+    bucket = one.add_argument(
         "--blobs", metavar="s3://BUCKET[/PREFIX]",
         help="list the bucket (endpoint from MQF_S3_ENDPOINT, keys from AWS_*)",
     )  # fmt: skip
-    one.add_argument(
+    inventory = one.add_argument(
         "--blob-inventory", metavar="MANIFEST",
         help="an S3 Inventory report of the bucket: its manifest.json (or its directory), "
         "local or s3://",
     )  # fmt: skip
+    declare_login(bucket, AWS_LOGIN)
+    declare_login(inventory, AWS_LOGIN)
     one.add_argument(
         "--blob-dir", type=Path, metavar="DIR", help="a local copy of the bucket (key = file path)"
     )  # fmt: skip

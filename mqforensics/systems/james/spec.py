@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, Login
 from mqforensics.spec import AuditArgs, Check, Loaded, Option, PlanParts, RuleKind, Sample, System
 from mqforensics.systems.james import views
 from mqforensics.systems.james.source import add_source_options, check_inputs
@@ -223,10 +224,12 @@ PURGE_OPTIONS = (
             "help": "live cluster (default: the plan's); login from "
             "MQF_CASSANDRA_USERNAME/_PASSWORD",
         },
+        login=Login(CASSANDRA_LOGIN, host=True),
     ),
     Option(
         ("--s3-endpoint",),
         {"metavar": "URL", "help": "S3 endpoint of the blob store (or MQF_S3_ENDPOINT)"},
+        login=Login(AWS_LOGIN),
     ),
     Option(
         ("--consistency",),
@@ -249,7 +252,12 @@ SPEC = System(
     plan=_plan,
     rule_kinds=(
         RuleKind("consumed_mail", ("older_than",), needs_older_than=True),
-        RuleKind("orphaned_blobs", ("older_than", "references_complete"), needs_older_than=True),
+        RuleKind(
+            "orphaned_blobs",
+            ("older_than", "references_complete"),
+            needs_older_than=True,
+            queueless=True,
+        ),
     ),
     executors=_executors,
     purge_options=PURGE_OPTIONS,

@@ -15,10 +15,12 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.credentials import AWS_LOGIN, declare_login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.slimta import options as defaults
 from mqforensics.systems.slimta.options import AuditOptions
+from mqforensics.systems.slimta.redis_server import REDIS_LOGIN
 from mqforensics.systems.slimta.redis_store import DEFAULT_PREFIX
 from mqforensics.units import counter, parse_duration, utc_now
 
@@ -44,19 +46,24 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
         "--tmp-dir", type=Path, metavar="DIR",
         help="DiskStorage tmp_dir, for stale_tmp (slimta's default is the system temp dir)",
     )  # fmt: skip
-    stores.add_argument(
+    redis = stores.add_argument(
         "--redis", metavar="URL",
         help="redis://HOST[:PORT][/DB]; login from MQF_REDIS_USERNAME / MQF_REDIS_PASSWORD",
     )  # fmt: skip
+    declare_login(redis, REDIS_LOGIN, host=True)
     stores.add_argument(
         "--redis-prefix", default=DEFAULT_PREFIX, metavar="PREFIX",
         help="RedisStorage prefix (default %(default)s)",
     )  # fmt: skip
-    stores.add_argument(
+    bucket = stores.add_argument(
         "--s3", metavar="s3://BUCKET[/PREFIX]",
         help="cloud storage bucket; endpoint from --s3-endpoint or MQF_S3_ENDPOINT, keys AWS_*",
     )  # fmt: skip
-    stores.add_argument("--s3-endpoint", metavar="URL", help="S3 endpoint (default: AWS)")
+    endpoint = stores.add_argument(
+        "--s3-endpoint", metavar="URL", help="S3 endpoint (default: AWS)"
+    )
+    declare_login(bucket, AWS_LOGIN)
+    declare_login(endpoint, AWS_LOGIN)
     stores.add_argument(
         "--sqs-export", type=Path, metavar="FILE",
         help="SQS messages of the queue (aws sqs receive-message JSON, or JSON Lines); needs --s3",

@@ -16,6 +16,8 @@ from urllib.parse import unquote, urlparse
 from mqforensics.errors import AuthenticationFailed, ConfigError, ServerUnavailable
 
 DEFAULT_PORT = 6379
+# Where a Redis login comes from (never from the URL).
+REDIS_LOGIN = ("MQF_REDIS_USERNAME", "MQF_REDIS_PASSWORD")
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.credentials import AWS_LOGIN, Login
 from mqforensics.spec import Check, Loaded, Option, RuleKind, Sample, System
 from mqforensics.systems.slimta import audit, planner
+from mqforensics.systems.slimta.redis_server import REDIS_LOGIN
 from mqforensics.units import utc_text
 
 if TYPE_CHECKING:
@@ -150,10 +152,12 @@ PURGE_OPTIONS = (
             "help": "Redis of a RedisStorage plan, redis://HOST[:PORT][/DB] or rediss:// "
             "(default: the plan's); login from MQF_REDIS_USERNAME/_PASSWORD",
         },
+        login=Login(REDIS_LOGIN, host=True),
     ),
     Option(
         ("--s3-endpoint",),
         {"metavar": "URL", "help": "S3 endpoint of the blob store (or MQF_S3_ENDPOINT)"},
+        login=Login(AWS_LOGIN),
     ),
 )
 
