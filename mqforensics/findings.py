@@ -142,7 +142,7 @@ def write_findings(
     staging.mkdir()
     # A directory of one part file, as Spark writes a table: readable by Spark and pandas alike.
     pq.write_table(table, staging / "part-00000.parquet")
-    _write_json(out / FINDINGS_RAW, [_jsonable(r) for r in raw], private=True)
+    write_json(out / FINDINGS_RAW, [_jsonable(r) for r in raw], private=True)
     rows = [_jsonable(r) for r in shown]
     json_tmp = out / ".findings.json.tmp"
     json_tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
@@ -170,14 +170,29 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "observed_at": observed}
 
 
-def _write_json(path: Path, document: Any, *, private: bool = False) -> None:
+def write_json(path: Path, document: Any, *, private: bool = False) -> None:
+    """One JSON file of an audit directory, written atomically (a temporary file renamed over
+    it); `private`: readable by its owner alone (0600). Values JSON lacks (instants) as text."""
     import os
 
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
     with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        handle.write(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
     tmp.replace(path)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """One JSON file of an audit directory; an InputError naming `path` (and saying it is not
+    `what`, e.g. "a findings file") when it is missing or unreadable."""
+    from mqforensics.errors import InputError
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: not an audit directory") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not {what} ({type(exc).__name__})") from None
 
 
 def _sorted(table: pyarrow.Table, columns: tuple[str, ...]) -> pyarrow.Table:
@@ -195,12 +210,7 @@ def read_findings(directory: Path, *, raw: bool = False) -> list[dict[str, Any]]
     from mqforensics.errors import InputError
 
     path = Path(directory) / (FINDINGS_RAW if raw else FINDINGS_JSON)
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist: not an audit directory") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a findings file ({type(exc).__name__})") from None
+    rows = read_json(path, "a findings file")
     if not isinstance(rows, list) or not all(
         isinstance(r, dict) and {"id", *COLUMNS} <= set(r) for r in rows
     ):

@@ -27,8 +27,10 @@ from mqforensics.findings import (
     FINDINGS_JSON,
     FINDINGS_RAW,
     exit_status,
+    read_json,
     summarise,
     write_findings,
+    write_json,
 )
 from mqforensics.spec import AuditArgs, Loaded, System
 from mqforensics.units import parse_instant, utc_text
@@ -164,7 +166,7 @@ def audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditR
         frame = findings_frame(spark, spec, loaded, settings)
         rows = write_findings(frame, args.out, None if common.reveal_addresses else hider(spec))
         for name, document in loaded.outputs.items():
-            _write_json(args.out / name, document)
+            write_json(args.out / name, document)
         manifest = write_manifest(spec, args, loaded, args.out, common)
     except BaseException:
         loaded.close()
@@ -238,25 +240,14 @@ def write_manifest(
             "raw_sha256": hashlib.sha256(raw_bytes).hexdigest(),
         },
     }
-    _write_json(out / MANIFEST, manifest)
+    write_json(out / MANIFEST, manifest)
     return manifest
-
-
-def _write_json(path: Path, document: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
-    tmp.replace(path)
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
     """The manifest of an audit directory, checked against its findings.json."""
     path = Path(directory) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist: not an audit directory") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not an audit manifest ({exc})") from None
+    manifest = read_json(path, "an audit manifest")
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise InputError(f"{path}: not an audit manifest (format {MANIFEST_FORMAT})")
     for name, key in ((FINDINGS_JSON, "sha256"), (FINDINGS_RAW, "raw_sha256")):

@@ -67,3 +67,25 @@ def test_no_findings_are_two_empty_files(spark, tmp_path):
     assert write_findings(findings.empty(spark), tmp_path) == []
     assert json.loads((tmp_path / "findings.json").read_text()) == []
     assert spark.read.parquet(str(tmp_path / "findings.parquet")).count() == 0
+
+
+def test_an_unreadable_audit_file_is_one_input_error_naming_it(tmp_path):
+    import pytest
+
+    from mqforensics.errors import InputError
+    from mqforensics.runner import read_manifest
+
+    with pytest.raises(InputError, match=r"findings.json does not exist: not an audit directory"):
+        findings.read_findings(tmp_path)
+    (tmp_path / "findings.raw.json").write_text('[{"id": "a", "che')
+    with pytest.raises(InputError) as caught:
+        findings.read_findings(tmp_path, raw=True)
+    assert caught.value.message == (
+        f"{tmp_path / 'findings.raw.json'}: not a findings file (JSONDecodeError)"
+    )
+    (tmp_path / "manifest.json").write_bytes(b"\xff{}")
+    with pytest.raises(InputError) as caught:
+        read_manifest(tmp_path)
+    assert caught.value.message == (
+        f"{tmp_path / 'manifest.json'}: not an audit manifest (UnicodeDecodeError)"
+    )
