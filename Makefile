@@ -37,7 +37,7 @@ test-unit: setup
 test: lint
 	$(PY) -m mqforensics services fetch
 	$(PY) -m pytest tests -v --durations=15
-	$(PY) -m pytest --nbmake notebooks -q
+	$(PY) -m pytest --nbmake notebooks -q -n 2
 
 # Benchmarks against baselines measured in the same run (not part of `make test`, which runs
 # them in smoke mode); results in bench/results/full.json and docs/benchmarks.md.

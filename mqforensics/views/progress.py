@@ -6,7 +6,13 @@ SparkContext and reports progress to a handler registered with ``registerProgres
 (pyspark >= 4.0). Either feeds one `Progress` (tasks done / total of the running stages) that a
 renderer shows: an ipywidgets bar in a notebook, a tqdm bar on stderr in a terminal. The CLI
 never writes progress to stdout (its output is parsed), and shows it only when stderr is a
-terminal; ``MQF_PROGRESS=1`` forces it, ``MQF_PROGRESS=0`` turns every progress display off.
+terminal; ``MQF_PROGRESS=1`` forces it, ``MQF_PROGRESS=0`` (the CLI's ``--quiet``) turns every
+progress display off.
+
+A command says which step it is in (`step`: reading the store, running the checks, writing the
+findings): the bar's description names it, and the bar is drawn (its clock running) from the
+start of the block, so a step that runs no Spark job (the driver planning a query, reading
+footers, writing files) is not silence.
 """
 
 from __future__ import annotations
@@ -30,11 +36,17 @@ class Progress:
     """What is running: the active stages' tasks and a label."""
 
     label: str
+    step: str = ""
     done: int = 0
     total: int = 0
     stages: int = 0
     detail: str = ""
     elapsed: float = 0.0
+
+    @property
+    def title(self) -> str:
+        """The label with the current step: ``audit james: checks``."""
+        return f"{self.label}: {self.step}" if self.step else self.label
 
 
 class Renderer(Protocol):
@@ -77,9 +89,8 @@ class TqdmRenderer:
         if self._bar.total != progress.total:
             self._bar.total = progress.total
         self._bar.n = progress.done
-        self._bar.set_description(progress.label, refresh=False)
-        if progress.detail:
-            self._bar.set_postfix_str(progress.detail, refresh=False)
+        self._bar.set_description(progress.title, refresh=False)
+        self._bar.set_postfix_str(progress.detail, refresh=False)
         self._bar.refresh()
 
     def close(self, summary: str) -> None:
@@ -119,7 +130,7 @@ class WidgetRenderer:
         detail = f", {progress.detail}" if progress.detail else ""
         elapsed = f", {progress.elapsed:.0f}s" if progress.elapsed else ""
         self.label.value = (
-            f"{progress.label}: {progress.done}/{progress.total} tasks{stages}{detail}{elapsed}"
+            f"{progress.title}: {progress.done}/{progress.total} tasks{stages}{detail}{elapsed}"
         )
 
     def close(self, summary: str) -> None:
@@ -179,6 +190,22 @@ class SparkWatcher:
                 names.append(info.name)
         if seen:
             self._record(seen, names[-1])
+        else:
+            self._tick()
+
+    def _tick(self) -> None:
+        """No stage running: the clock and the step still move on the display."""
+        with self._lock:
+            self.progress.elapsed = time.monotonic() - self.started
+            self.renderer.update(self.progress)
+
+    def step(self, name: str) -> None:
+        """The command is now in step `name`: shown at once."""
+        with self._lock:
+            self.progress.step = mask_secrets(name)
+            self.progress.detail = ""
+            self.progress.elapsed = time.monotonic() - self.started
+            self.renderer.update(self.progress)
 
     # Spark Connect: a progress handler, called with keywords (pyspark.sql.connect.shell.progress)
     def _on_connect_progress(
@@ -258,12 +285,25 @@ def spark_progress(
         yield None
         return
     watcher = SparkWatcher(spark, label, chosen).start()
+    _WATCHERS.append(watcher)
     failed = True
     try:
         yield watcher
         failed = False
     finally:
+        _WATCHERS.remove(watcher)
         watcher.stop(failed)
+
+
+# The watchers of the `spark_progress` blocks running, innermost last.
+_WATCHERS: list[SparkWatcher] = []
+
+
+def step(name: str) -> None:
+    """Say which step the command is in (``reading the view``, ``checks``): the innermost
+    `spark_progress` block's display names it; nothing when no progress is shown."""
+    if _WATCHERS:
+        _WATCHERS[-1].step(name)
 
 
 def enable_notebook_progress(spark: Any) -> None:

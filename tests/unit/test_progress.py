@@ -49,6 +49,30 @@ def test_a_spark_job_is_followed_to_its_last_task(spark, monkeypatch) -> None:
     assert recorder.summary.startswith("count: 8 Spark task(s) in 1 stage(s)")
 
 
+def test_each_step_is_shown_at_once_and_its_clock_runs_without_a_job(spark, monkeypatch) -> None:
+    import time
+
+    monkeypatch.setattr(progress, "POLL_SECONDS", 0.05)
+    seen: list[tuple[str, float, int]] = []
+
+    class Titles(Recorder):
+        def update(self, state: progress.Progress) -> None:
+            seen.append((state.title, state.elapsed, state.total))
+
+    progress.step("outside any block")  # nothing to show it: ignored
+    with progress.spark_progress(spark, "audit toy", renderer=Titles()):
+        progress.step("reading the store")
+        time.sleep(0.4)  # the driver busy, no Spark job
+        progress.step("checks")
+        spark.sparkContext.parallelize(range(4), 4).count()
+    reading = [(t, e) for t, e, total in seen if t == "audit toy: reading the store"]
+    assert reading[0][1] < 0.2, "the step was not shown when it began"
+    assert len(reading) >= 3 and reading[-1][1] > reading[0][1] + 0.2, "the clock stood still"
+    assert seen[-1][0] == "audit toy: checks" and seen[-1][2] == 4
+    assert not any("outside" in t for t, _, _ in seen)
+    assert progress._WATCHERS == []
+
+
 def test_the_watcher_stops_when_the_block_fails(spark) -> None:
     recorder = Recorder()
     with (

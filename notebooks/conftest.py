@@ -1,0 +1,18 @@
+"""`pytest --nbmake notebooks -n 2` (make test): each xdist worker writes its notebooks' findings
+and plans under its own ``out/notebooks-<worker>/`` (``MQF_NOTEBOOK_OUT``, which the kernels
+inherit), so two notebooks auditing the same system at once never share a directory. Run
+without workers, or with ``MQF_NOTEBOOK_OUT`` set, nothing changes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and not os.environ.get("MQF_NOTEBOOK_OUT"):
+        out = Path(__file__).resolve().parent.parent / "out" / f"notebooks-{worker}"
+        os.environ["MQF_NOTEBOOK_OUT"] = str(out)
