@@ -13,16 +13,19 @@ never a clean bill).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics import __version__, systems
 from mqforensics.credentials import mask_secrets
-from mqforensics.errors import ConfigError, InputError
+from mqforensics.errors import ConfigError, InputError, translated, typed
 from mqforensics.findings import (
     FINDINGS_JSON,
     FINDINGS_RAW,
@@ -158,7 +161,48 @@ def findings_frame(spark: SparkSession, spec: System, loaded: Loaded, settings: 
 
 def audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditResult:
     """Load, check, write findings and the manifest to ``args.out``; the frames stay loaded for
-    the caller (a notebook explores them; the CLI closes them)."""
+    the caller (a notebook explores them; the CLI closes them). A file Spark cannot read, and a
+    toolkit error raised in a Spark worker, are raised as their typed error (an InputError
+    naming the file: `errors.translated`), wherever the job that met them ran; a failed audit
+    leaves ``args.out`` as it found it (`out_kept_on_failure`)."""
+    with out_kept_on_failure(args.out), translated():
+        return _audit(spark, spec, args)
+
+
+@contextlib.contextmanager
+def out_kept_on_failure(out: Path) -> Iterator[None]:
+    """On failure inside, `out` as it was before: the directories made for it removed (with
+    what was written there), or, in a directory that existed, the subject key the audit wrote
+    taken back (the one it replaced put back)."""
+    from mqforensics.subjects import KEY_FILE
+
+    made = _first_missing(out)
+    key = out / KEY_FILE
+    old_key = key.read_bytes() if made is None and key.is_file() else None
+    try:
+        yield
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        elif old_key is not None:
+            key.write_bytes(old_key)
+        else:
+            key.unlink(missing_ok=True)
+        raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of `path` that does not exist yet (`path` itself, or one of
+    its parents); None when `path` exists."""
+    missing = None
+    for candidate in (path.absolute(), *path.absolute().parents):
+        if candidate.exists():
+            return missing
+        missing = candidate
+    return missing
+
+
+def _audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditResult:
     common = common_args(args)
     loaded = load(spark, spec, args, common)
     try:
@@ -308,19 +352,39 @@ def add_validate_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def validate(spark: SparkSession, spec: System, args: argparse.Namespace) -> Any:
-    """The quality report of the system's frames (`quality.QualityReport`)."""
+    """The quality report of the system's frames (`quality.QualityReport`). Input that cannot be
+    read is its typed error (exit 2), as in `audit`, never a failed expectation: also when an
+    expectation's query met it (`unreadable_input`)."""
     from mqforensics.quality import validate as run_suites
 
     if spec.validation_frames is None:
         raise ConfigError(f"{spec.name} has no expectation suites")
-    loaded = load(spark, spec, args, common_args(args, keyed=False))
-    try:
-        frames = spec.validation_frames(loaded)
-        return run_suites(
-            frames, system=spec.name, pseudonymize=not getattr(args, "reveal_addresses", False)
-        )
-    finally:
-        loaded.close()
+    with translated():
+        loaded = load(spark, spec, args, common_args(args, keyed=False))
+        try:
+            frames = spec.validation_frames(loaded)
+            report = run_suites(
+                frames, system=spec.name, pseudonymize=not getattr(args, "reveal_addresses", False)
+            )
+        finally:
+            loaded.close()
+    error = unreadable_input(report)
+    if error is not None:
+        raise error
+    return report
+
+
+def unreadable_input(report: Any) -> Exception | None:
+    """The typed error an expectation of `report` met instead of a result (a file Spark could
+    not read, an InputError raised by a reader in a worker), or None: great_expectations
+    records such a failure as the expectation's error, which is not the data failing it."""
+    for suite in report.suites:
+        for outcome in suite.expectations:
+            if outcome.error:
+                error = typed(Exception(outcome.error))
+                if error is not None:
+                    return error
+    return None
 
 
 def run_validate_command(args: argparse.Namespace) -> int:

@@ -4,13 +4,21 @@ Local mode (``local[*]``) is the default. ``SPARK_REMOTE`` (e.g. ``sc://host:150
 Spark Connect; ``MQF_SPARK_MASTER`` (e.g. ``spark://host:7077``) selects a cluster master. Either
 is refused when it holds a credential (a Spark Connect token goes in
 ``SPARK_CONNECT_AUTHENTICATE_TOKEN``), before Spark starts.
+
+Spark's own output never reaches the terminal (docs/errors.md): the JVM this module launches
+gets a log file as its stderr (the driver's log4j log, executor output, the Python workers'
+tracebacks all go there), and so does py4j's Python logger. The file is ``MQF_SPARK_LOG`` when
+set, else a new ``mqforensics-spark-*.log`` in the system temp directory (`log_file`), which
+the CLI removes after a command that did not fail (`discard_log`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +52,80 @@ _CLUSTER_CORES = 8
 # `local_frame` holds at most this many rows in the plan; more are a distributed collection
 # (each value is bound through the JVM gateway: a few rows are quicker, hundreds slower).
 LOCAL_ROWS = 16
+
+
+# The file the JVM's stderr and py4j's log go to, once this process launched a JVM.
+_LOG_FILE: Path | None = None
+
+
+def log_file() -> Path | None:
+    """Where this process's Spark log goes (None until `session` launched a local JVM)."""
+    return _LOG_FILE
+
+
+def discard_log() -> None:
+    """Remove this process's Spark log (a command that succeeded needs it no more), unless it
+    is the ``MQF_SPARK_LOG`` the user chose. The JVM may go on writing to it until it exits."""
+    if _LOG_FILE is not None and not os.environ.get("MQF_SPARK_LOG"):
+        _LOG_FILE.unlink(missing_ok=True)
+
+
+def _new_log_file() -> Path:
+    """``MQF_SPARK_LOG``, else a new file of the system temp directory (owner-only)."""
+    chosen = os.environ.get("MQF_SPARK_LOG")
+    if chosen:
+        path = Path(chosen)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        return path
+    handle, name = tempfile.mkstemp(prefix="mqforensics-spark-", suffix=".log")
+    os.close(handle)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def _stderr_into(path: Path) -> Iterator[None]:
+    """File descriptor 2 is `path` inside the block: a JVM launched within keeps it as its
+    stderr for good (and the Python workers it forks too); this process's own stderr is given
+    back after. Where fd 2 cannot be duplicated, nothing is redirected."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    target = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def _log_py4j_to(path: Path) -> None:
+    """py4j's Python logger writes to `path` only (never to stderr through logging's last
+    resort handler)."""
+    logger = logging.getLogger("py4j")
+    if not any(getattr(h, "baseFilename", None) == str(path) for h in logger.handlers):
+        logger.addHandler(logging.FileHandler(path, encoding="utf-8"))
+    logger.propagate = False
+
+
+@contextlib.contextmanager
+def _spark_output_logged() -> Iterator[None]:
+    """Around the launch of the JVM: its output (and py4j's) into `log_file`, the first time
+    only (a session that exists is returned as it is)."""
+    global _LOG_FILE
+    if _LOG_FILE is not None:
+        yield
+        return
+    path = _LOG_FILE = _new_log_file()
+    _log_py4j_to(path)
+    with _stderr_into(path):
+        yield
 
 
 def _prepare_environment() -> None:
@@ -99,7 +181,8 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             builder = builder.config(
                 "spark.sql.files.minPartitionNum", str(4 * (os.cpu_count() or 1))
             )
-        spark = builder.getOrCreate()
+        with _spark_output_logged():
+            spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
     # Spark Connect logs each operation's plan, data source options included, as text.
     _redact_secret_options(spark)
@@ -263,17 +346,9 @@ def collected(frame: DataFrame) -> pyarrow.Table:
 
 @contextlib.contextmanager
 def typed_errors() -> Iterator[None]:
-    """A toolkit error raised in an executor by a job run within, re-raised as its own type."""
+    """A toolkit error raised in an executor by a job run within, re-raised as its own type; a
+    file Spark could not read, as an InputError naming it (`errors.translated`)."""
     from mqforensics import errors
 
-    try:
+    with errors.translated():
         yield
-    except Exception as exc:
-        explained = errors.explain(exc)
-        if explained is None:
-            raise
-        kind, _, message = explained.partition(": ")
-        error_type = getattr(errors, kind, None)
-        if isinstance(error_type, type) and issubclass(error_type, errors.MqfError):
-            raise error_type(message) from None
-        raise errors.InputError(message) from None

@@ -4,9 +4,11 @@ starts, and the loader of Cyrus `mailboxes.db` files or their dumps into canonic
 Each input's type is found from its content (`load`): twoskip or skiplist magic, else a text
 dump — ``ctl_mboxlist -d`` JSON (starts with ``{``, or a ``.json`` name), ``cvt_cyrusdb`` flat
 (``.flat`` name), ``cyr_dbtool ... batch`` SHOW (``.batchshow``), otherwise ``cyr_dbtool ...
-show``. Every input is read and checked by Spark, one task per file (`fleet`); the runner
-writes the findings, and ``sharing.json`` (who can see whose mailbox) is written next to them,
-pseudonymised (`pseudonyms`) unless ``--reveal-addresses``.
+show``. Bytes that are neither (no magic, and binary rather than text: `looks_binary`) are
+refused before Spark starts, saying what the file starts with (`sniff`). Every input is read
+and checked by Spark, one task per file (`fleet`); the runner writes the findings, and
+``sharing.json`` (who can see whose mailbox) is written next to them, pseudonymised
+(`pseudonyms`) unless ``--reveal-addresses``.
 """
 
 from __future__ import annotations
@@ -83,6 +85,45 @@ def admins_of(args: argparse.Namespace) -> list[str]:
     return list(args.admin) if args.admin is not None else list(checks.DEFAULT_ADMINS)
 
 
+# How much of a file `sniff` reads, and the share of control bytes (other than the TAB, line
+# breaks and the separators 0x1d-0x1f that mailbox names and dlists hold) beyond which it is
+# binary: random bytes hold about 11% (29 of 256 values), dumps next to none (a key may hold
+# a NUL).
+SNIFF_BYTES = 4096
+_BINARY_SHARE = 1 / 16
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x1d\x1e\x1f")
+
+
+def looks_binary(head: bytes) -> bool:
+    """`head` (a file's first bytes) is binary, not a text dump: more than a sixteenth of its
+    bytes are control bytes no dump holds."""
+    controls = sum(1 for byte in head if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    return bool(head) and controls > len(head) * _BINARY_SHARE
+
+
+def sniff(path: Path, head: bytes) -> None:
+    """An InputError saying what `path` looks like when its first bytes, `head`, are neither
+    a twoskip or skiplist database nor text (`looks_binary`)."""
+    if head.startswith((twoskip.MAGIC, twoskip.SKIPLIST_MAGIC)) or not looks_binary(head):
+        return
+    raise InputError(
+        f"{path}: not a twoskip or skiplist database, nor a text dump "
+        f"(first bytes {head[:8].hex(' ')})"
+    )
+
+
+def _check_file(path: Path) -> None:
+    """`path` is a readable regular file; an InputError saying what it is otherwise."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a mailboxes.db or a dump")
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: not readable")
+
+
 def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
     """`paths`, each an existing readable file named once; InputError or ConfigError naming the
     path otherwise (before any Spark work)."""
@@ -90,14 +131,7 @@ def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
     seen: set[str] = set()
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            raise InputError(f"{path}: is a directory, not a mailboxes.db or a dump")
-        if not path.exists():
-            raise InputError(f"{path}: no such file")
-        if not path.is_file():
-            raise InputError(f"{path}: not a regular file")
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{path}: not readable")
+        _check_file(path)
         absolute = str(path.absolute())
         if absolute in seen:
             raise ConfigError(f"{path} is given twice")
@@ -109,14 +143,18 @@ def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    checked_paths(args.inputs)
+    """Every input is a readable file, named once, whose first bytes are a database's magic
+    or text (`sniff`): checked before Spark starts."""
+    for path in checked_paths(args.inputs):
+        with open(path, "rb") as stream:
+            sniff(path, stream.read(SNIFF_BYTES))
 
 
 def load(path: Path) -> Database:
     """Read one input, its type found from its content (see the module docstring)."""
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    _check_file(path)
     data = path.read_bytes()
+    sniff(path, data[:SNIFF_BYTES])
     label = str(path)
     fingerprint: dict[str, Any] = {
         "size": len(data),

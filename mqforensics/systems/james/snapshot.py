@@ -255,6 +255,62 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
     return found
 
 
+def check_export(files: dict[str, TableFile | None]) -> None:
+    """What can be checked of the export files before Spark starts, cheaply: each CSV file's
+    header line, and each Parquet file's magic numbers and footer (`check_parquet`); an
+    InputError naming the file otherwise."""
+    for found in files.values():
+        if found is None:
+            continue
+        if found.kind == "csv":
+            _csv_header(found)
+        else:
+            check_parquet(found.path)
+
+
+PARQUET_MAGIC = b"PAR1"
+
+
+def check_parquet(path: Path) -> None:
+    """`path` (a Parquet file, or a table's directory of part files) looks like Parquet: not
+    an empty directory, every data file starting and ending with Parquet's magic number and
+    with a footer pyarrow reads (only footers are read). An InputError naming the file says
+    what it looks like instead (random bytes, a truncated copy, an empty file). A layout Spark
+    reads in a way of its own (partition directories) is left to Spark."""
+    if path.is_dir():
+        entries = [e for e in sorted(path.iterdir()) if not e.name.startswith((".", "_"))]
+        if any(e.is_dir() for e in entries):
+            return
+        if not entries:
+            raise InputError(f"{path}: an empty directory, not a Parquet table (no part files)")
+        for entry in entries:
+            _check_parquet_file(entry)
+    elif path.is_file():
+        _check_parquet_file(path)
+    else:
+        raise InputError(f"{path}: neither a file nor a directory")
+
+
+def _check_parquet_file(path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    size = path.stat().st_size
+    if size == 0:
+        raise InputError(f"{path}: an empty file (0 bytes), not Parquet")
+    with open(path, "rb") as stream:
+        head = stream.read(len(PARQUET_MAGIC))
+        stream.seek(max(0, size - len(PARQUET_MAGIC)))
+        tail = stream.read(len(PARQUET_MAGIC))
+    if head != PARQUET_MAGIC:
+        raise InputError(f"{path}: not a Parquet file (first bytes {head.hex(' ')})")
+    if tail != PARQUET_MAGIC or size < 3 * len(PARQUET_MAGIC):
+        raise InputError(f"{path}: a truncated Parquet file: no footer at its end ({size} bytes)")
+    try:
+        pq.read_metadata(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: a damaged Parquet footer ({_first_line(exc)})") from None
+
+
 def read_table_export(
     spark: SparkSession, path: Path, table: str, chunk_bytes: int = CHUNK_BYTES
 ) -> DataFrame:
@@ -341,7 +397,9 @@ def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
         frame = parquet_footer.read(spark, table_file.path)
         found = frame.schema
     except Exception as exc:
-        raise InputError(f"{name}: cannot be read as Parquet ({_first_line(exc)})") from None
+        raise InputError(
+            f"{table_file.path}: cannot be read as Parquet ({_first_line(exc)})"
+        ) from None
     expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
     _check_columns(name, [f.name for f in found.fields], expected, "columns")
     canonical = _schema(_CANONICAL[table_file.table])
@@ -395,15 +453,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _typed(exc: Exception) -> Exception:
-    """The toolkit error inside a Spark-wrapped exception, re-raised as its own type."""
-    explained = errors.explain(exc)
-    if explained is None:
-        return exc
-    kind, _, message = explained.partition(": ")
-    error_type = getattr(errors, kind, None)
-    if isinstance(error_type, type) and issubclass(error_type, errors.MqfError):
-        return error_type(message)
-    return InputError(message)
+    """The toolkit error inside a Spark-wrapped exception (or the InputError of a file Spark
+    could not read), as its own type; `exc` itself otherwise (`errors.typed`)."""
+    return errors.typed(exc) or exc
 
 
 def _as_of(

@@ -121,31 +121,41 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """What fails before Spark starts: live-only options with a snapshot, a bad contact point,
-    a snapshot directory without its tables, a local blob source that is not there."""
+    """What fails before Spark starts: live-only options with a snapshot, a bad contact point
+    or one that does not answer, a snapshot directory without its tables or with an export
+    file that cannot be what it claims (`snapshot.check_export`), a local blob source that is
+    not there or not of its kind."""
     if args.snapshot is not None:
         for dest, flag in LIVE_ONLY:
             if getattr(args, dest, None):
                 raise ConfigError(
                     f"{flag} is for a live read (--cassandra): it cannot be given with --snapshot"
                 )
-        from mqforensics.systems.james.snapshot import locate_tables
+        from mqforensics.systems.james.snapshot import check_export, locate_tables
 
         if not args.snapshot.is_dir():
             raise InputError(
                 f"snapshot directory {args.snapshot} does not exist or is not a directory"
             )
-        locate_tables(args.snapshot)
+        check_export(locate_tables(args.snapshot))
     else:
         from mqforensics.sources.cassandra_connection import CassandraEndpoint
+        from mqforensics.sources.reachable import check_reachable
 
-        CassandraEndpoint.parse(args.cassandra)
+        endpoint = CassandraEndpoint.parse(args.cassandra)
+        check_reachable(
+            [(host, endpoint.port) for host in endpoint.hosts], "Cassandra", where=endpoint.where
+        )
     if args.blob_split is not None and not args.blobs:
         raise ConfigError("--blob-split is how --blobs s3://BUCKET is listed: give it with --blobs")
     if args.blob_dir is not None and not args.blob_dir.is_dir():
         raise InputError(f"--blob-dir {args.blob_dir} does not exist or is not a directory")
-    if args.blob_listing is not None and not args.blob_listing.exists():
-        raise InputError(f"blob listing {args.blob_listing} does not exist")
+    if args.blob_listing is not None:
+        from mqforensics.systems.james.snapshot import check_parquet
+
+        if not args.blob_listing.exists():
+            raise InputError(f"blob listing {args.blob_listing} does not exist")
+        check_parquet(args.blob_listing)
     inventory = args.blob_inventory
     if inventory and not _is_s3(inventory) and not Path(inventory).exists():
         raise InputError(f"--blob-inventory {inventory} does not exist")

@@ -99,6 +99,8 @@ def stores_of(args: argparse.Namespace) -> Stores:
         raise ConfigError("name at least one store: --disk ENV_DIR, --redis URL or --s3 s3://B")
     if args.sqs_export is not None and not args.s3:
         raise ConfigError("--sqs-export needs --s3: the bucket its messages point into")
+    if args.sqs_export is not None and Path(args.sqs_export).is_dir():
+        raise InputError(f"{args.sqs_export}: a directory, not an SQS export file")
     if args.sqs_export is not None and not Path(args.sqs_export).is_file():
         raise InputError(f"{args.sqs_export}: no such SQS export file")
     endpoint = S3Endpoint.from_env()
@@ -116,8 +118,18 @@ def stores_of(args: argparse.Namespace) -> Stores:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """Everything about the stores that can be checked before Spark starts."""
-    stores_of(args)
+    """Everything about the stores that can be checked before Spark starts: the directories
+    are directories, the options agree (`stores_of`), and the Redis server answers."""
+    from mqforensics.sources.reachable import check_reachable
+
+    for flag, given in (("--disk", args.disk), ("--meta-dir", args.meta_dir),
+                        ("--tmp-dir", args.tmp_dir)):  # fmt: skip
+        if given is not None and Path(given).exists() and not Path(given).is_dir():
+            raise InputError(f"{flag} {given}: is a file: no such slimta queue directory")
+    stores = stores_of(args)
+    if stores.redis is not None:
+        server = stores.redis
+        check_reachable([(server.host, server.port)], "Redis", where=server.where)
 
 
 def _file_fingerprint(path: Path) -> str:
