@@ -13,10 +13,12 @@ chose it).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from mqforensics import __version__, credentials, demo, planning, runner
@@ -47,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback (masked) before the error line"
     )
+    parser.add_argument(
+        "--quiet", action="store_true",
+        help="no progress on stderr (shown on a terminal otherwise: the step and Spark's tasks)",
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.add_parser(commands)
     runner.add_audit_parser(commands)
@@ -97,7 +103,8 @@ def _main(argv: Sequence[str] | None) -> int:
         _error(explain(exc) or str(exc))
         return exc.exit_code
     try:
-        status = int(args.run(args))
+        with progress_off() if args.quiet else contextlib.nullcontext():
+            status = int(args.run(args))
     except KeyboardInterrupt:
         print("mqforensics: interrupted", file=sys.stderr)
         return 130
@@ -113,6 +120,20 @@ def _main(argv: Sequence[str] | None) -> int:
     else:
         _discard_spark_log()
     return status
+
+
+@contextlib.contextmanager
+def progress_off() -> Iterator[None]:
+    """``--quiet``: no progress display inside (``MQF_PROGRESS=0``), as before after."""
+    before = os.environ.get("MQF_PROGRESS")
+    os.environ["MQF_PROGRESS"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MQF_PROGRESS", None)
+        else:
+            os.environ["MQF_PROGRESS"] = before
 
 
 def one_line(exc: BaseException) -> str:

@@ -203,12 +203,18 @@ def _first_missing(path: Path) -> Path | None:
 
 
 def _audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditResult:
+    from mqforensics.views.progress import step
+
     common = common_args(args)
+    step("reading the store")
     loaded = load(spark, spec, args, common)
     try:
+        step("preparing the checks")
         settings = spec.settings(args, common, loaded)
+        step(f"running {len(spec.checks)} checks")
         frame = findings_frame(spark, spec, loaded, settings)
         rows = write_findings(frame, args.out, None if common.reveal_addresses else hider(spec))
+        step("writing the manifest")
         for name, document in loaded.outputs.items():
             write_json(args.out / name, document)
         manifest = write_manifest(spec, args, loaded, args.out, common)

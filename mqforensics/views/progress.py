@@ -89,7 +89,7 @@ class TqdmRenderer:
         if self._bar.total != progress.total:
             self._bar.total = progress.total
         self._bar.n = progress.done
-        self._bar.set_description(progress.title, refresh=False)
+        self._bar.set_description_str(progress.title, refresh=False)
         self._bar.set_postfix_str(progress.detail, refresh=False)
         self._bar.refresh()
 

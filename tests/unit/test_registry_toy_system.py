@@ -186,3 +186,19 @@ def test_a_login_on_a_system_option_names_the_systems_variables(tmp_path, toy, c
     assert "set MQF_TOY_USERNAME and MQF_TOY_PASSWORD instead" in err, err
     assert "auditor" not in err and ":pw@" not in err
     assert not out.exists()
+
+
+def test_progress_names_each_step_on_stderr_only_and_quiet_silences_it(
+    spark, tmp_path, toy, capsys, monkeypatch
+):
+    queue, _ = toy
+    monkeypatch.setenv("MQF_PROGRESS", "1")  # as on a terminal
+    assert main(["audit", "toy", str(queue), "--out", str(tmp_path / "a"), "--as-of", AS_OF]) == 0
+    shown = capsys.readouterr()
+    for step in ("reading the store", "preparing the checks", "running 2 checks"):
+        assert f"audit toy: {step}: 0task" in shown.err, shown.err
+    assert "audit toy:" not in shown.out
+    argv = ["--quiet", "audit", "toy", str(queue), "--out", str(tmp_path / "b"), "--as-of", AS_OF]
+    assert main(argv) == 0
+    quiet = capsys.readouterr()
+    assert "audit toy:" not in quiet.err and quiet.err.strip() == ""
