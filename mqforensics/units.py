@@ -33,6 +33,11 @@ def parse_duration(text: str) -> dt.timedelta:
     return dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "d"])
 
 
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``1 finding``, ``2 findings``, ``100,000 findings`` (`words` for an irregular plural)."""
+    return f"{count:,} {word if count == 1 else (words or word + 's')}"
+
+
 def counter(option: str, what: str = "a count") -> Callable[[str], int]:
     """A converter of a non-negative integer for `option` (its errors name the option)."""
 

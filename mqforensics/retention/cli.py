@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mqforensics.retention.manifest import JOURNAL, read_plan, record_approval
+from mqforensics.retention.manifest import JOURNAL, read_plan, record_approval, write_atomically
 from mqforensics.views.plan_report import render_html, render_text, summary_line
 
 
@@ -59,6 +59,10 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from mqforensics.views.report import check_out_file
+
+    if args.out is not None:
+        check_out_file(args.out)  # before anything is read or written
     plan = read_plan(args.plan)
     journal_path = args.journal
     if journal_path is None and (plan.directory / JOURNAL).exists():
@@ -71,8 +75,8 @@ def run_report(args: argparse.Namespace) -> int:
     reveal = args.reveal_addresses
     text = render_text(plan, journal, reveal=reveal)
     html_path = args.out or plan.directory / "report.html"
-    (plan.directory / "report.txt").write_text(text, encoding="utf-8")
-    html_path.write_text(render_html(plan, journal, reveal=reveal), encoding="utf-8")
+    write_atomically(plan.directory / "report.txt", text.encode("utf-8"))
+    write_atomically(html_path, render_html(plan, journal, reveal=reveal).encode("utf-8"))
     sys.stdout.write(text)
     print(f"wrote {plan.directory / 'report.txt'} and {html_path}", file=sys.stderr)
     return 0

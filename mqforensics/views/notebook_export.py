@@ -5,13 +5,15 @@ an export opened offline (or archived) fails to render widgets and logs network 
 export uses the lab template without those scripts (``templates/mqf_offline``), embeds every
 image, and replaces each widget output by what our explorers also put in it (a static picture
 and an HTML caption, see `mqforensics.views.widgets`); widget outputs with nothing static to show (a
-progress bar) are dropped. Outputs are otherwise kept as they are: pseudonymisation happened when
-the notebook ran.
+progress bar) are dropped. Lines Spark and the JVM write to stderr (log4j warnings, stage
+progress) are dropped too: they say nothing about the store and would read as errors. Outputs are
+otherwise kept as they are: pseudonymisation happened when the notebook ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,13 @@ from mqforensics.errors import InputError
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 STATIC = ("text/html", "image/png", "image/svg+xml", "image/jpeg")
+# What Spark, log4j and the JVM write on stderr: a log line (``25/11/25 12:00:01 WARN ...``),
+# its continuation lines, the startup banner, stage progress.
+_JVM_NOISE = re.compile(
+    r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) "
+    r"|WARNING: |Setting default log level|To adjust logging level|Using Spark's default log4j"
+    r"|\[Stage \d+|\s+at [\w$.<>]+\(|\s*\.\.\. \d+ more|SLF4J: )"
+)
 
 
 def static_outputs(notebook: Any) -> Any:
@@ -30,6 +39,11 @@ def static_outputs(notebook: Any) -> Any:
             continue
         kept = []
         for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                output["text"] = without_jvm_noise(str(output.get("text", "")))
+                if output["text"].strip():
+                    kept.append(output)
+                continue
             data = output.get("data")
             if data is not None and WIDGET_VIEW in data:
                 data.pop(WIDGET_VIEW)
@@ -40,11 +54,22 @@ def static_outputs(notebook: Any) -> Any:
     return notebook
 
 
+def without_jvm_noise(text: str) -> str:
+    """Stderr text without the lines Spark, log4j and the JVM wrote (`_JVM_NOISE`); progress
+    redrawn with carriage returns counts as its last state."""
+    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+    return "\n".join(line for line in lines if not _JVM_NOISE.match(line))
+
+
 def export_html(notebook: Path, out: Path) -> Path:
-    """Write `notebook` (already executed) as self-contained HTML to `out`, atomically."""
+    """Write `notebook` (already executed) as self-contained HTML to `out`, atomically; `out`'s
+    directory must exist."""
     import nbformat
     from nbconvert import HTMLExporter
 
+    from mqforensics.views.report import check_out_file
+
+    check_out_file(out)
     try:
         node = nbformat.read(str(notebook), as_version=4)
     except (OSError, ValueError) as exc:
@@ -58,7 +83,6 @@ def export_html(notebook: Path, out: Path) -> Path:
     body, _ = exporter.from_notebook_node(static_outputs(node))
     from mqforensics.retention.manifest import write_atomically
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(out, body.encode("utf-8"))
     return out
 

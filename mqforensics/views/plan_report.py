@@ -22,6 +22,7 @@ from mqforensics.credentials import mask_secrets
 from mqforensics.errors import InputError, PlanModified, PlanNotApproved
 from mqforensics.privacy import pseudonymize_text
 from mqforensics.retention.manifest import Plan, require_approval
+from mqforensics.units import plural
 
 FIRST_ACTIONS = 50
 SKIP_EXAMPLES = 3
@@ -237,7 +238,9 @@ def _approval_status(plan: Plan) -> _Status:
         return _Status(f"APPROVAL INVALID: {exc.message}", ok=False)
     note = f" ({record['note']})" if record.get("note") else ""
     return _Status(
-        f"approved by {record.get('approved_by')} at {record.get('approved_at')}{note}", ok=True
+        f"approved by {_value(record.get('approved_by'))} at {_value(record.get('approved_at'))}"
+        f"{note}",
+        ok=True,
     )
 
 
@@ -251,8 +254,8 @@ def _plan_section(plan: Plan) -> _Section:
             _Fields(
                 [
                     ("system", plan.system),
-                    ("as of", str(header.get("as_of"))),
-                    ("created at", str(header.get("created_at"))),
+                    ("as of", _value(header.get("as_of"))),
+                    ("created at", _value(header.get("created_at"))),
                     ("plan hash", plan.sha256),
                     ("actions", str(plan.action_count)),
                     ("deferred", str(deferred)),
@@ -275,7 +278,7 @@ def _policy_section(policy: dict[str, Any]) -> _Section:
         )
         extra = []
         if rule.get("subject_count"):
-            extra.append(f"{rule['subject_count']} subject(s)")
+            extra.append(plural(rule["subject_count"], "subject"))
         if rule.get("references_complete"):
             extra.append("references complete (operator)")
         rows.append(
@@ -285,7 +288,7 @@ def _policy_section(policy: dict[str, Any]) -> _Section:
                 str(rule.get("older_than") or "-"),
                 scope,
                 ", ".join(extra) or "-",
-                str(rule.get("legal_basis")),
+                _value(rule.get("legal_basis")),
             )
         )
     return _Section(
@@ -293,11 +296,11 @@ def _policy_section(policy: dict[str, Any]) -> _Section:
         [
             _Fields(
                 [
-                    ("file", str(policy.get("path"))),
-                    ("sha256", str(policy.get("sha256"))),
+                    ("file", _value(policy.get("path"))),
+                    ("sha256", _value(policy.get("sha256"))),
                     (
                         "tombstone budget",
-                        f"{policy.get('tombstone_budget_per_partition')} per partition",
+                        f"{_value(policy.get('tombstone_budget_per_partition'))} per partition",
                     ),
                 ]
             ),

@@ -22,6 +22,8 @@ from matplotlib.colors import LinearSegmentedColormap
 # work headless and never change the backend a notebook user picked.
 from matplotlib.figure import Figure
 
+from mqforensics.units import plural
+
 SEVERITY_COLOURS = {
     "info": "#8fb3d9",
     "warning": "#f0b429",
@@ -59,34 +61,97 @@ def _size(count: float) -> str:
     return f"{count}"
 
 
+def _count_axis(ax: Any, largest: float, label: str) -> None:
+    """An x axis of whole counts from 0, with thousands separators and room for bar labels."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=2))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}"))
+    ax.set_xlim(0, max(1.0, float(largest)) * 1.15)
+    ax.set_xlabel(label)
+
+
+def _bytes_axis(ax: Any, values: pd.Series, label: str, nothing: str) -> None:
+    """Bars of bytes from 0, the axis in B/KiB/MiB..., each bar labelled with its size; when every
+    value is zero, no axis at all but `nothing` written in the panel."""
+    from matplotlib.ticker import FuncFormatter, MultipleLocator
+
+    total = float(values.sum())
+    if total <= 0:
+        ax.text(0.5, 0.5, nothing, transform=ax.transAxes, ha="center", va="center",
+                fontsize=10, color="#555")  # fmt: skip
+        ax.set_xticks([])
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(label)
+        return
+    ax.barh(values.index, values.values, color="#6c7a89")
+    for y, value in enumerate(values.values):
+        if value:
+            ax.text(value, y, " " + _size(float(value)), va="center", fontsize=8)
+    ax.xaxis.set_major_locator(MultipleLocator(_byte_step(float(values.max()))))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _tick_size(x)))
+    ax.set_xlim(0, float(values.max()) * 1.45)
+    ax.set_xlabel(label)
+
+
+_NICE_STEPS = (0.1, 0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500)
+
+
+def _byte_step(largest: float) -> float:
+    """A tick step for a bytes axis up to `largest`: a round number of B, KiB, MiB... (about
+    four ticks), so ticks read 2 KiB, 4 KiB, not 2.4 KiB, 4.9 KiB."""
+    unit = 1.0
+    while largest / unit >= 1024 and unit < 1024**4:
+        unit *= 1024
+    wanted = largest / unit / 4
+    step = next((nice for nice in _NICE_STEPS if nice >= wanted), _NICE_STEPS[-1])
+    return max(step * unit, 1.0)
+
+
+def _tick_size(count: float) -> str:
+    if count <= 0:
+        return "0" if count == 0 else ""
+    text = _size(count)
+    return text.replace(".0 ", " ")
+
+
+def _label_bars(ax: Any, totals: pd.Series) -> None:
+    for y, value in enumerate(totals.values):
+        ax.text(value, y, f" {int(value):,}", va="center", fontsize=8)
+
+
+def size_text(count: float) -> str:
+    """A number of bytes as people read it: ``870 B``, ``2.1 KiB``, ``3.4 GiB``."""
+    return _size(count)
+
+
 def findings_overview(table: pd.DataFrame, *, title: str = "Findings") -> Figure:
-    """Findings per check stacked by severity (left) and the bytes they hold (right)."""
+    """Findings per check stacked by severity (left) and the bytes they hold (right): counted
+    per check, so 100,000 findings draw as few bars as one; the legend sits below the axes."""
     if table.empty:
         return nothing_to_show(title, "no findings")
     counts = table.pivot_table(
-        index="check", columns="severity", values="subject", aggfunc="count", fill_value=0
+        index="check", columns="severity", values="subject", aggfunc="size", fill_value=0
     )
     severities = [s for s in SEVERITY_COLOURS if s in counts.columns]
     counts = counts[severities]
-    counts = counts.loc[counts.sum(axis=1).sort_values().index]
+    counts = counts.loc[counts.sum(axis=1).sort_values(kind="stable").index]
     held = table.groupby("check")["bytes"].sum().reindex(counts.index).fillna(0)
-    fig = _figure(10, 0.9 + 0.38 * len(counts))
+    fig = _figure(10, 1.6 + 0.38 * len(counts))
     left, right = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
     base = pd.Series(0, index=counts.index)
     for severity in severities:
         left.barh(counts.index, counts[severity], left=base, label=severity,
                   color=SEVERITY_COLOURS[severity])  # fmt: skip
         base = base + counts[severity]
-    left.set_xlabel("findings")
-    left.set_title(f"{title}: {len(table):,} findings")
-    left.legend(title="severity", loc="lower right", fontsize=8)
-    right.barh(held.index, held.values, color="#6c7a89")
-    right.set_xlabel("bytes held")
-    right.set_title(f"{_size(float(held.sum()))} held")
-    for y, value in enumerate(held.values):
-        if value:
-            right.text(value, y, " " + _size(float(value)), va="center", fontsize=8)
-    right.margins(x=0.35)
+    _label_bars(left, base)
+    _count_axis(left, float(base.max()), "findings")
+    left.set_ylim(-0.6, len(counts) - 0.4)
+    left.set_title(f"{title}: {plural(len(table), 'finding')}")
+    fig.legend(title="severity", loc="outside lower center", ncol=len(severities), fontsize=8)
+    total = float(held.sum())
+    right.set_title(f"{_size(total)} held" if total > 0 else "no bytes held")
+    _bytes_axis(right, held, "bytes held", "these findings hold no bytes")
     return fig
 
 
@@ -236,8 +301,8 @@ def garbage_timeline(segments: pd.DataFrame, *, queue: str) -> Figure:
     ax.set_xticklabels(labels[::step], fontsize=7)
     ax.set_xlabel("segment (and its first record, UTC), in write order")
     ax.set_ylabel("bytes")
-    ax.set_title(f"{title}: {_size(reclaimable)} reclaimable in "
-                 f"{int((rows['status'] == 'garbage').sum())} garbage segment(s)")  # fmt: skip
+    garbage = plural(int((rows["status"] == "garbage").sum()), "garbage segment")
+    ax.set_title(f"{title}: {_size(reclaimable)} reclaimable in {garbage}")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -247,25 +312,25 @@ def plan_overview(actions: pd.DataFrame, *, title: str = "Plan") -> Figure:
     if actions.empty:
         return nothing_to_show(title, "the plan deletes nothing")
     counts = actions.pivot_table(
-        index="kind", columns="rule", values="bytes", aggfunc="count", fill_value=0
+        index="kind", columns="rule", values="bytes", aggfunc="size", fill_value=0
     )
-    freed = actions.groupby("kind")["bytes"].sum().reindex(counts.index)
-    fig = _figure(10, 1.2 + 0.45 * len(counts))
+    freed = actions.groupby("kind")["bytes"].sum().reindex(counts.index).fillna(0)
+    fig = _figure(10, 1.8 + 0.45 * len(counts))
     left, right = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
     base = pd.Series(0, index=counts.index)
     colours = matplotlib.colormaps["tab10"]
     for i, rule in enumerate(counts.columns):
         left.barh(counts.index, counts[rule], left=base, label=rule, color=colours(i % 10))
         base = base + counts[rule]
-    left.set_xlabel("actions")
-    left.set_title(f"{title}: {len(actions):,} actions")
-    left.legend(title="rule", fontsize=8, loc="lower right")
-    right.barh(freed.index, freed.values, color="#6c7a89")
-    right.set_xlabel("bytes")
-    right.set_title(f"{_size(float(freed.sum()))} freed")
-    right.margins(x=0.35)
-    for y, value in enumerate(freed.values):
-        right.text(value, y, " " + _size(float(value)), va="center", fontsize=8)
+    _label_bars(left, base)
+    _count_axis(left, float(base.max()), "actions")
+    left.set_ylim(-0.6, len(counts) - 0.4)
+    left.set_title(f"{title}: {plural(len(actions), 'action')}")
+    fig.legend(title="rule", loc="outside lower center", ncol=min(len(counts.columns), 4),
+               fontsize=8)  # fmt: skip
+    total = float(freed.sum())
+    right.set_title(f"{_size(total)} freed" if total > 0 else "no bytes freed")
+    _bytes_axis(right, freed, "bytes", "these actions free no bytes")
     return fig
 
 

@@ -15,6 +15,7 @@ import argparse
 import datetime as dt
 import html
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,11 @@ class _Page:
         self.images = 0
 
     def show(self, value: Any) -> str:
-        text = mask_secrets("" if value is None else str(value))
+        """`value` as escaped HTML text: credentials masked, addresses pseudonymised unless
+        revealed; no value (None, NaN, NaT) is an empty text, never ``None`` or ``nan``."""
+        from mqforensics.views.plot_data import is_missing
+
+        text = mask_secrets("" if is_missing(value) else str(value))
         if not self.reveal:
             text = pseudonymize_text(text)
         return html.escape(text, quote=True)
@@ -118,6 +123,8 @@ class _Page:
             cells = "".join(
                 f'<td class="n">{self.show(_number(v))}</td>'
                 if i in numeric
+                else f'<td class="t">{self.show(v)}</td>'
+                if isinstance(v, str) and _INSTANT.fullmatch(v)
                 else f"<td>{self.show(v)}</td>"
                 for i, v in enumerate(row)
             )
@@ -125,8 +132,16 @@ class _Page:
         self.add(f"<table><tr>{head}</tr>{''.join(body)}</table>")
 
 
+# An instant as findings write it: kept on one line in a table.
+_INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?Z?")
+
+
 def _number(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    from mqforensics.views.plot_data import cell_text
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return cell_text(value)
 
 
 def render(inputs: list[ReportInput], *, title: str, reveal: bool = False) -> str:
@@ -142,6 +157,7 @@ def render(inputs: list[ReportInput], *, title: str, reveal: bool = False) -> st
         else "Mail addresses are pseudonymised (u-… tokens, stable within this report)."
     )
     page.add(f"<p>Generated {now} by mqforensics {__version__}. {privacy}</p>")
+    _verdict_section(page, inputs)
     page.add("<h2>Inputs</h2>")
     page.table(
         ["kind", "directory", "summary"], [[i.kind, str(i.path), _summary(i)] for i in inputs]
@@ -163,24 +179,230 @@ def render(inputs: list[ReportInput], *, title: str, reveal: bool = False) -> st
 _EXTRA_CSS = (
     "figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}"
     "h3{font-size:1.05em;margin-top:1.2em}"
+    ".verdict{font-size:1.1em}.warn{background:#fff4d6;color:#6b4a00}"
+    ".check{border-left:4px solid #ccc;padding:.1em 0 .1em .8em;margin:1em 0}"
+    ".check h3{margin:.2em 0}.check p.facts{margin:.2em 0;color:#444}"
+    ".check dl{margin:.3em 0}.check dt{font-weight:bold;margin-top:.3em}.check dd{margin-left:0}"
+    ".sev-info{border-color:#8fb3d9}.sev-warning{border-color:#f0b429}"
+    ".sev-error{border-color:#d64545}.sev-critical{border-color:#7a0d0d}"
+    "p.same{color:#444;font-size:.95em}"
+    ".wide{overflow-x:auto}.wide table{font-size:.9em}td.t{white-space:nowrap}"
 )
 
 
 def _summary(item: ReportInput) -> str:
     if item.kind == "findings":
-        systems = sorted({str(r.get("system")) for r in item.rows}) or ["-"]
-        worst = max((r["severity"] for r in item.rows), key=SEVERITIES.index, default="none")
-        return f"{len(item.rows):,} findings ({', '.join(systems)}), worst {worst}"
+        from mqforensics.views.plots import plural
+
+        systems = sorted({str(r.get("system")) for r in item.rows if r.get("system")}) or ["-"]
+        if not item.rows:
+            return "no findings"
+        return (
+            f"{plural(len(item.rows), 'finding')} ({', '.join(systems)}), worst {_worst(item.rows)}"
+        )
     if item.kind == "plan":
         from mqforensics.views.plan_report import summary_line
 
         return summary_line(item.plan)
-    quality = item.quality or {}
-    failed = sum(
-        1 for s in quality.get("suites", []) for e in s["expectations"] if not e["success"]
+    failed = _failed_expectations(item)
+    suites = len((item.quality or {}).get("suites", []))
+    system = (item.quality or {}).get("system") or "unknown system"
+    return f"{system}: {_plural(suites, 'suite')}, {_plural(failed, 'failed expectation')}"
+
+
+def _plural(count: int, word: str) -> str:
+    from mqforensics.units import plural
+
+    return plural(count, word)
+
+
+def _worst(rows: list[dict[str, Any]]) -> str:
+    known = [str(r["severity"]) for r in rows if r.get("severity") in SEVERITIES]
+    return max(known, key=SEVERITIES.index, default="unknown")
+
+
+def _failed_expectations(item: ReportInput) -> int:
+    suites = (item.quality or {}).get("suites", [])
+    return sum(1 for s in suites for e in s.get("expectations", []) if not e.get("success"))
+
+
+# --- the first section: what is wrong, how much it matters, what to do ---------------------------
+
+
+@dataclass
+class CheckSummary:
+    """What one check of one system found in one audit, for the verdict."""
+
+    system: str
+    check: str
+    severity: str  # the worst of its findings
+    findings: int
+    bytes: int
+    addresses: int | None  # mail addresses its findings hold, when their details say
+    subjects: int | None  # distinct data subjects, when their details say
+
+
+def check_summaries(rows: list[dict[str, Any]]) -> list[CheckSummary]:
+    """One summary per (system, check) that found something, worst severity first, then most
+    findings first."""
+    from mqforensics.views.plot_data import personal_data
+
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((str(row.get("system") or ""), str(row.get("check"))), []).append(row)
+    summaries = []
+    for (system, check), found in groups.items():
+        addresses, subjects = personal_data(r.get("detail") for r in found)
+        summaries.append(
+            CheckSummary(
+                system=system,
+                check=check,
+                severity=_worst(found),
+                findings=len(found),
+                bytes=sum(int(r.get("bytes") or 0) for r in found),
+                addresses=addresses,
+                subjects=subjects,
+            )
+        )
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    summaries.sort(key=lambda c: (-rank.get(c.severity, -1), -c.findings, c.check))
+    return summaries
+
+
+def _exposed(summary: CheckSummary) -> str:
+    from mqforensics.views.plots import plural
+
+    parts = []
+    if summary.addresses is not None:
+        parts.append(plural(summary.addresses, "mail address", "mail addresses"))
+    if summary.subjects is not None:
+        parts.append(plural(summary.subjects, "data subject"))
+    return ", ".join(parts)
+
+
+def _verdict_section(page: _Page, inputs: list[ReportInput]) -> None:
+    page.add("<h2>Verdict</h2>")
+    audits = [item for item in inputs if item.kind == "findings"]
+    if not audits:
+        page.add("<p>This report holds no audit (no findings.json among its inputs).</p>")
+    for item in audits:
+        _audit_verdict(page, item, named=len(audits) > 1)
+    for item in inputs:
+        if item.kind == "plan":
+            page.add(f"<p>Plan {page.show(item.path)}: {page.show(_summary(item))}.</p>")
+        elif item.kind == "validation":
+            failed = _failed_expectations(item)
+            status = "bad" if failed else "ok"
+            text = (f"{_plural(failed, 'expectation')} failed" if failed
+                    else "every expectation passed")  # fmt: skip
+            page.add(f'<p class="status {status}">Validation {page.show(item.path)}: '
+                     f"{page.show(text)}.</p>")  # fmt: skip
+
+
+def _audit_verdict(page: _Page, item: ReportInput, *, named: bool) -> None:
+    from mqforensics.views.plots import size_text as _size
+
+    where = f"{item.path}: " if named else ""
+    if not item.rows:
+        page.add(f'<p class="status ok verdict">{page.show(where)}Clean: the audit found '
+                 "nothing.</p>")  # fmt: skip
+        return
+    summaries = check_summaries(item.rows)
+    held = sum(c.bytes for c in summaries)
+    text = (
+        f"{where}{_plural(len(item.rows), 'finding')} from {_plural(len(summaries), 'check')}; "
+        f"worst severity {_worst(item.rows)}; {_size(held) if held else 'no bytes'} held."
     )
-    suites = len(quality.get("suites", []))
-    return f"{quality.get('system', '?')}: {suites} suites, {failed} failed expectation(s)"
+    status = {"critical": "bad", "error": "bad", "warning": "warn"}.get(_worst(item.rows), "ok")
+    page.add(f'<p class="status {status} verdict">{page.show(text)}</p>')
+    page.table(
+        ["check", "worst severity", "findings", "bytes held", "personal data held"],
+        [
+            [
+                c.check,
+                c.severity,
+                c.findings,
+                _size(c.bytes) if c.bytes else "0 B",
+                _exposed(c) or "\u2013",
+            ]
+            for c in summaries
+        ],
+        numeric=(2, 3),
+    )
+    for summary in summaries:
+        page.add(_check_card(page, summary))
+
+
+def _check_card(page: _Page, summary: CheckSummary) -> str:
+    """One check's verdict: its name and counts, what it detects, why it matters, what to do
+    (the texts of the system's `Check` in the registry)."""
+    from mqforensics import systems
+    from mqforensics.views.plots import size_text as _size
+
+    check = systems.find_check(summary.system, summary.check) if summary.system else None
+    facts = [
+        _plural(summary.findings, "finding"),
+        f"worst severity {summary.severity}",
+        f"{_size(summary.bytes)} held" if summary.bytes else "no bytes held",
+    ]
+    if _exposed(summary):
+        facts.append(f"personal data: {_exposed(summary)}")
+    if check is None:
+        texts = [("What", f"{summary.check} is not a check of this version's "
+                  f"{summary.system or 'unknown'} system; no description.")]  # fmt: skip
+    else:
+        texts = [("What it detects", check.what), ("Why it matters", check.why),
+                 ("What to do", check.todo)]  # fmt: skip
+    terms = "".join(f"<dt>{label}</dt><dd>{page.show(text)}</dd>" for label, text in texts)
+    title = f"{summary.check} ({summary.system})" if summary.system else summary.check
+    return (
+        f'<div class="check sev-{page.show(summary.severity)}">'
+        f"<h3>{page.show(title)}</h3>"
+        f'<p class="facts">{page.show(" · ".join(facts))}</p><dl>{terms}</dl></div>'
+    )
+
+
+# --- the findings in detail ----------------------------------------------------------------------
+
+# Columns every finding has, shown before its detail's; `system` and `check` are the section's.
+_BASE_COLUMNS = ("severity", "queue", "scope", "subject", "bytes", "observed at")
+
+
+def findings_rows(rows: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Findings of one check as named columns: severity, queue, scope, subject, bytes, observed
+    at, then one column per key of their details (`plot_data.detail_columns`); every cell is text,
+    a missing value an en dash."""
+    from mqforensics.views.plot_data import cell_text, column_title, detail_columns
+
+    keys, details = detail_columns(rows["detail"])
+    table = []
+    for row, detail in zip(rows.itertuples(index=False), details, strict=True):
+        base = [row.severity, row.queue, row.scope, row.subject, int(row.bytes), row.observed_at]
+        table.append([f"{v:,}" if isinstance(v, int) else cell_text(v) for v in base] + detail)
+    return [*_BASE_COLUMNS, *map(column_title, keys)], table
+
+
+def split_constant_columns(
+    headers: list[str], rows: list[list[str]], keep: tuple[str, ...] = ("severity", "subject")
+) -> tuple[list[tuple[str, str]], list[str], list[list[str]]]:
+    """Columns with one value in every row (of two rows or more) taken out of the table, as
+    (heading, value) pairs said once above it; a detail column empty in every row is dropped
+    without a word. `keep` columns always stay."""
+    from mqforensics.views.plot_data import MISSING
+
+    if len(rows) < 2:
+        return [], headers, rows
+    constant = [
+        i for i, name in enumerate(headers)
+        if name not in keep and len({row[i] for row in rows}) == 1
+    ]  # fmt: skip
+    same = [
+        (headers[i], rows[0][i])
+        for i in constant
+        if headers[i] in _BASE_COLUMNS or rows[0][i] != MISSING
+    ]
+    kept = [i for i in range(len(headers)) if i not in constant]
+    return same, [headers[i] for i in kept], [[row[i] for i in kept] for row in rows]
 
 
 def _findings_section(page: _Page, item: ReportInput) -> None:
@@ -192,55 +414,21 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
     if table.empty:
         page.add("<p>No findings.</p>")
         return
-    counts = (
-        table.groupby(["check", "severity"])
-        .agg(findings=("subject", "size"), bytes=("bytes", "sum"))
-        .reset_index()
-    )
-    page.table(
-        ["check", "severity", "findings", "bytes"],
-        [[r.check, r.severity, int(r.findings), int(r.bytes)] for r in counts.itertuples()],
-        numeric=(2, 3),
-    )
     page.figure(findings_overview(table, title=item.path.name or "findings"), "findings per check")
     for check, rows in table.groupby("check", sort=True):
         shown = rows.head(ROWS_PER_CHECK)
         page.add(f"<h3>{page.show(check)} ({len(rows):,})</h3>")
-        for system in sorted({str(v) for v in rows["system"].dropna()}):
-            page.add(_explanation(page, system, str(check)))
-        page.table(
-            ["severity", "queue", "scope", "subject", "bytes", "observed at", "detail"],
-            [
-                [
-                    r.severity,
-                    r.queue or "",
-                    r.scope,
-                    r.subject,
-                    int(r.bytes),
-                    "" if pd.isna(r.observed_at) else f"{r.observed_at:%Y-%m-%dT%H:%M:%SZ}",
-                    r.detail,
-                ]
-                for r in shown.itertuples()
-            ],
-            numeric=(4,),
-        )
+        headers, cells = findings_rows(shown)
+        same, headers, cells = split_constant_columns(headers, cells)
+        if same:
+            said = "; ".join(f"{name}: {value}" for name, value in same)
+            page.add(f'<p class="same">Same in every finding below: {page.show(said)}</p>')
+        numeric = (headers.index("bytes"),) if "bytes" in headers else ()
+        page.add('<div class="wide">')
+        page.table(headers, cells, numeric=numeric)
+        page.add("</div>")
         if len(rows) > len(shown):
             page.add(f"<p>{len(rows) - len(shown):,} more not shown.</p>")
-
-
-def _explanation(page: _Page, system: str, name: str) -> str:
-    """What the check detects, why it matters and what to do, from the system's spec."""
-    from mqforensics import systems
-
-    check = systems.find_check(system, name)
-    if check is None:
-        return ""
-    items = (("What", check.what), ("Why it matters", check.why), ("What to do", check.todo))
-    return (
-        "<dl>"
-        + "".join(f"<dt>{label}</dt><dd>{page.show(text)}</dd>" for label, text in items)
-        + "</dl>"
-    )
 
 
 def _plan_section(page: _Page, item: ReportInput) -> None:
@@ -291,14 +479,30 @@ def _validation_section(page: _Page, item: ReportInput) -> None:
 def write_report(
     inputs: list[Path], out: Path, *, title: str = "mqforensics report", reveal: bool = False
 ) -> list[ReportInput]:
-    """Render `inputs` into `out` atomically (a temporary file renamed over it)."""
+    """Render `inputs` into `out` atomically (a temporary file renamed over it); `out`'s
+    directory must exist (`check_out_file`)."""
+    check_out_file(out)
     loaded = [item for path in inputs for item in load_input(path)]
     document = render(loaded, title=title, reveal=reveal)
     from mqforensics.retention.manifest import write_atomically
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(out, document.encode("utf-8"))
     return loaded
+
+
+def check_out_file(out: Path) -> None:
+    """A ConfigError, before anything is read or written, when `out` cannot be the file a report
+    command writes: its directory does not exist (never created silently: a typo would put an
+    archive where nobody looks) or is not a directory, or `out` is a directory."""
+    from mqforensics.errors import ConfigError
+
+    directory = out.parent
+    if not directory.exists():
+        raise ConfigError(f"--out {out}: directory {directory} does not exist (create it first)")
+    if not directory.is_dir():
+        raise ConfigError(f"--out {out}: {directory} is not a directory")
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a directory; give the file to write")
 
 
 # --- the command ---------------------------------------------------------------------------------

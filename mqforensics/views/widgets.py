@@ -14,6 +14,7 @@ import base64
 import datetime as dt
 import html
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets
@@ -21,6 +22,7 @@ import pandas as pd
 
 from mqforensics.findings import SEVERITIES
 from mqforensics.views import plots
+from mqforensics.views.plot_data import MISSING, cell_text, detail_of, is_missing
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -115,6 +117,10 @@ def _hashable(value: Any) -> Hashable:
 
 
 def _text(value: Any) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, TimeRange):
+        return value.label()
     if isinstance(value, (tuple, list)):
         return "..".join(_text(v) for v in value) if len(value) == 2 else ",".join(map(str, value))
     if isinstance(value, (dt.datetime, pd.Timestamp)):
@@ -128,18 +134,53 @@ def _dropdown(options: list[str], description: str, value: str | None = None) ->
     )
 
 
+NO_TIMES = "no timestamps"
+# Steps a time-range picker may move by, coarsest first.
+_STEPS = (("D", "%Y-%m-%d"), ("h", "%Y-%m-%d %H:%M"), ("min", "%Y-%m-%d %H:%M"))
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open range of instants [start, end), and how its ends are written."""
+
+    start: pd.Timestamp
+    end: pd.Timestamp
+    form: str = "%Y-%m-%d %H:%M"
+
+    def label(self) -> str:
+        return f"{self.start:{self.form}}..{self.end:{self.form}}"
+
+    def holds(self, instants: pd.Series) -> pd.Series:
+        return (instants >= self.start) & (instants < self.end)
+
+
+def time_edges(instants: list[Any]) -> tuple[list[pd.Timestamp], str, str]:
+    """The edges a time-range picker offers over `instants` (not empty): the starts of the days
+    (or hours, or minutes: the coarsest step that tells two instants apart; days when none
+    does) holding one, then the end of the last; with the strftime form of an edge's label and
+    the pandas frequency of a step."""
+    stamps = [pd.Timestamp(t) for t in instants]
+    for step, form in _STEPS:
+        starts = sorted({t.floor(step) for t in stamps})
+        if len(starts) >= 2:
+            return [*starts, starts[-1] + pd.Timedelta(1, unit=step)], form, step
+    step, form = _STEPS[0]  # every instant in one minute: the day holding them
+    start = stamps[0].floor(step)
+    return [start, start + pd.Timedelta(1, unit=step)], form, step
+
+
 def _range_slider(instants: list[Any], description: str) -> Any:
-    """A range picker over `instants` (sorted), disabled when there are fewer than two."""
-    labels = [(f"{pd.Timestamp(t):%Y-%m-%d %H:%M}", pd.Timestamp(t)) for t in instants]
-    if len(labels) < 2:
-        labels = labels or [("-", None)]
-        slider = ipywidgets.SelectionRangeSlider(
-            options=labels, index=(0, 0), description=description, disabled=True, readout=False
-        )
-        return slider
+    """A range picker between the edges of `instants` (`time_edges`), all of them at first;
+    disabled, saying so, when there is no instant at all."""
+    if not instants:
+        return ipywidgets.SelectionRangeSlider(
+            options=[(NO_TIMES, None)], index=(0, 0), description=description, disabled=True,
+            readout=False, tooltip="no finding has an observation time",
+        )  # fmt: skip
+    edges, form, _step = time_edges(instants)
     return ipywidgets.SelectionRangeSlider(
-        options=labels,
-        index=(0, len(labels) - 1),
+        options=[(f"{t:{form}}", t) for t in edges],
+        index=(0, len(edges) - 1),
         description=description,
         readout=False,
         layout=ipywidgets.Layout(width="480px"),
@@ -155,21 +196,35 @@ class FindingsExplorer(Explorer):
 
     def __init__(self, table: pd.DataFrame, *, title: str = "Findings") -> None:
         self.table = table
-        queues = sorted({q if isinstance(q, str) else "(none)" for q in table["queue"]})
-        days = sorted({t.floor("D") for t in table["observed_at"].dropna()})
+        queues = sorted({_queue_name(q) for q in table["queue"]})
+        instants = list(table["observed_at"].dropna())
         present = [s for s in SEVERITIES if s in set(table["severity"])]
         self.queue = _dropdown([ALL, *queues], "queue")
-        self.period = _range_slider(days, "observed")
+        self.period = _range_slider(instants, "observed")
+        self._form = time_edges(instants)[1] if instants else ""
         self.severity = ipywidgets.SelectMultiple(
             options=present, value=tuple(present), description="severity", rows=len(present) or 1
         )
         super().__init__([self.queue, self.period, self.severity], title)
 
+    def _period(self) -> TimeRange | None:
+        """The chosen range; both handles on one edge choose the step that starts there (or,
+        at the last edge, the step that ends there)."""
+        if self.period.disabled:
+            return None
+        edges = [value for _label, value in self.period.options]
+        first, last = self.period.index
+        if first == last:
+            first, last = (first, first + 1) if first + 1 < len(edges) else (first - 1, first)
+        return TimeRange(edges[first], edges[last], self._form)
+
+    def _whole_period(self) -> bool:
+        return self.period.disabled or tuple(self.period.index) == (0, len(self.period.options) - 1)
+
     def selection(self) -> dict[str, Any]:
-        period = self.period.value if not self.period.disabled else (None, None)
         return {
             "queue": self.queue.value,
-            "observed": tuple(period),
+            "observed": self._period() or NO_TIMES,
             "severity": tuple(self.severity.value),
         }
 
@@ -178,12 +233,11 @@ class FindingsExplorer(Explorer):
         chosen = self.selection()
         rows = self.table
         if chosen["queue"] not in (ALL, None):
-            queue = rows["queue"].fillna("(none)")
-            rows = rows[queue == chosen["queue"]]
-        start, end = chosen["observed"]
-        if start is not None and end is not None:
-            day = rows["observed_at"].dt.floor("D")
-            rows = rows[(day >= start) & (day <= end)]
+            rows = rows[rows["queue"].map(_queue_name) == chosen["queue"]]
+        period = chosen["observed"]
+        # The whole range keeps the findings without an observation time too.
+        if isinstance(period, TimeRange) and not self._whole_period():
+            rows = rows[period.holds(rows["observed_at"])]
         return rows[rows["severity"].isin(chosen["severity"])]
 
     def figure(self) -> Figure:
@@ -191,9 +245,84 @@ class FindingsExplorer(Explorer):
 
     def caption_html(self) -> str:
         rows = self.selected()
-        columns = ["severity", "check", "queue", "subject", "bytes", "detail"]
-        shown = rows[columns].head(TABLE_ROWS)
-        table = shown.to_html(index=False, escape=True, border=0, classes="mqf-findings")
+        shown = rows.head(TABLE_ROWS)
+        table = findings_rows_html(shown)
         more = len(rows) - len(shown)
         tail = f"<p>{more:,} more not shown</p>" if more > 0 else ""
-        return f"<p>{len(rows):,} findings selected</p>{table}{tail}"
+        return f"<p>{plots.plural(len(rows), 'finding')} selected</p>{table}{tail}"
+
+
+NO_QUEUE = "(no queue)"
+
+
+def _queue_name(queue: Any) -> str:
+    return queue if isinstance(queue, str) and queue else NO_QUEUE
+
+
+def findings_rows_html(rows: pd.DataFrame) -> str:
+    """Some findings as an HTML table: severity, check, queue, subject, bytes and their detail as
+    ``key: value`` pairs; a missing value is an en dash, never ``None`` or ``nan``."""
+    head = "".join(f"<th>{name}</th>" for name in _CAPTION_COLUMNS)
+    body = []
+    for row in rows.itertuples(index=False):
+        cells = [
+            row.severity,
+            row.check,
+            row.queue,
+            row.subject,
+            f"{int(row.bytes):,}" if not is_missing(row.bytes) else None,
+            detail_of(row.detail),
+        ]
+        body.append(
+            "<tr>" + "".join(f"<td>{html.escape(cell_text(c))}</td>" for c in cells) + "</tr>"
+        )
+    return f'<table class="mqf-findings"><tr>{head}</tr>{"".join(body)}</table>'
+
+
+_CAPTION_COLUMNS = ("severity", "check", "queue", "subject", "bytes", "detail")
+
+
+# --- pandas tables in notebooks ------------------------------------------------------------------
+
+_DASHED_ROWS = 10_000  # a larger table is shown with pandas' own marks for missing values
+
+
+def frame_html(frame: pd.DataFrame) -> str:
+    """A pandas table as a notebook shows it (pandas' display options), each missing value (None,
+    NaN, NaT, NA) an en dash instead of ``None``/``NaN``/``NaT``/``<NA>``."""
+    shown = frame
+    if len(frame) <= _DASHED_ROWS:
+        columns = []
+        for position in range(frame.shape[1]):
+            column = frame.iloc[:, position]
+            missing = column.map(is_missing).astype(bool)
+            columns.append(
+                column.astype(object).where(~missing, MISSING) if missing.any() else column
+            )
+        if columns:
+            shown = pd.concat(columns, axis=1)
+            shown.columns = frame.columns
+    return str(
+        shown.to_html(
+            na_rep=MISSING,
+            notebook=True,
+            max_rows=pd.get_option("display.max_rows"),
+            max_cols=pd.get_option("display.max_columns"),
+            show_dimensions=pd.get_option("display.show_dimensions"),
+        )
+    )
+
+
+def show_missing_as_dashes() -> None:
+    """Make the running IPython kernel show every pandas table through `frame_html` (done when
+    this module is imported in a notebook; nothing outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with ipywidgets
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
+
+
+show_missing_as_dashes()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 
 import matplotlib.dates as mdates
 import pandas as pd
@@ -99,7 +100,7 @@ def test_garbage_timeline_reports_reclaimable_bytes() -> None:
     )
     fig = plots.garbage_timeline(segments, queue="q")
     ax = fig.axes[0]
-    assert "100 B reclaimable in 1 garbage segment(s)" in ax.get_title()
+    assert "100 B reclaimable in 1 garbage segment" in ax.get_title()
     assert sorted(round(p.get_height()) for p in ax.patches) == [50, 100, 200]
     assert {line.get_label() for line in ax.get_lines()} == {
         "garbage end",
@@ -121,3 +122,74 @@ def test_sharing_graph_focus_keeps_only_that_identitys_edges() -> None:
     focused = plots.sharing_graph(edges, focus="u-3").axes[0]
     assert [t.get_text() for t in focused.texts if "(" in t.get_text()] == ["lrswi (1)"]
     assert plots.data_uri(plots.sharing_graph(edges)).startswith("data:image/png;base64,iVBOR")
+
+
+def _findings(checks: list[str], severities: list[str], sizes: list[int]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"check": checks, "severity": severities, "subject": [f"s{i}" for i in range(len(checks))],
+         "bytes": sizes}
+    )  # fmt: skip
+
+
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_one_finding_reads_well_whole_counts_from_zero_and_no_bytes_said_in_words() -> None:
+    fig = plots.findings_overview(_findings(["stuck_mail"], ["error"], [0]), title="T")
+    plots.png_bytes(fig)  # draws it: the legend's place is known
+    left, right = fig.axes[:2]
+    assert left.get_title() == "T: 1 finding"
+    low, high = left.get_xlim()
+    assert low == 0 and 1 <= high <= 2
+    ticks = [t for t in left.get_xticks() if low <= t <= high]
+    assert ticks == [0, 1]  # whole findings, never 0.2 .. 1.0
+    assert [t.get_text() for t in left.texts] == [" 1"]
+    # Zero bytes: no axis of -0.075..0.075 but a sentence.
+    assert right.get_title() == "no bytes held"
+    assert list(right.get_xticks()) == [] and list(right.patches) == []
+    assert [t.get_text() for t in right.texts] == ["these findings hold no bytes"]
+    # The legend sits below the axes, not over a bar.
+    assert left.get_legend() is None and len(fig.legends) == 1
+    legend = fig.legends[0].get_window_extent()
+    assert not _overlaps(legend, left.get_window_extent())
+    assert not _overlaps(legend, right.get_window_extent())
+
+
+def test_plural_titles() -> None:
+    assert plots.plural(1, "finding") == "1 finding"
+    assert plots.plural(2, "finding") == "2 findings"
+    assert plots.plural(100_000, "finding") == "100,000 findings"
+    assert plots.plural(0, "mail address", "mail addresses") == "0 mail addresses"
+    two = plots.findings_overview(_findings(["a", "a"], ["info", "info"], [1, 1]), title="T")
+    assert two.axes[0].get_title() == "T: 2 findings"
+    one = pd.DataFrame({"kind": ["k"], "rule": ["r"], "bytes": [0], "tombstones": [0]})
+    fig = plots.plan_overview(one, title="P")
+    assert fig.axes[0].get_title() == "P: 1 action"
+    assert fig.axes[1].get_title() == "no bytes freed"
+
+
+def test_a_hundred_thousand_findings_draw_as_a_few_bars_with_readable_axes() -> None:
+    count = 100_000
+    checks = ["stuck_mail"] * 70_000 + ["orphaned_blob"] * 29_999 + ["config_violation"]
+    severities = ["error"] * 60_000 + ["warning"] * 10_000 + ["info"] * 29_999 + ["critical"]
+    sizes = [0] * 70_000 + [3 * 1024 * 1024] * 29_999 + [0]
+    fig = plots.findings_overview(_findings(checks, severities, sizes), title="big")
+    png = plots.png_bytes(fig)
+    left, right = fig.axes[:2]
+    assert left.get_title() == f"big: {count:,} findings"
+    # One bar per check and severity present, not one mark per finding.
+    assert len([p for p in left.patches if p.get_width()]) == 4
+    assert sorted(t.get_text() for t in left.texts) == [" 1", " 29,999", " 70,000"]
+    low, high = left.get_xlim()
+    assert low == 0 and 70_000 <= high <= 70_000 * 1.2
+    labels = [t.get_text() for t in left.get_xticklabels() if t.get_text()]
+    assert 3 <= len(labels) <= 8 and "0" in labels, labels
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", label) for label in labels), labels
+    # Bytes start at 0 and are written in units, the bars labelled with their sizes.
+    assert right.get_xlim()[0] == 0
+    ticks = [t.get_text() for t in right.get_xticklabels() if t.get_text()]
+    assert ticks[:3] == ["0", "25 GiB", "50 GiB"], ticks  # round steps of a unit
+    assert right.get_title() == "87.9 GiB held"
+    assert [t.get_text() for t in right.texts] == [" 87.9 GiB"]
+    assert png.startswith(b"\x89PNG")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections import Counter
@@ -108,3 +109,166 @@ def test_an_unknown_directory_is_one_line_and_writes_nothing(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"report input {empty} holds no findings.json" in err
     assert not out.exists() and list(tmp_path.iterdir()) == [empty]
+
+
+def _audit(tmp_path: Path, rows: list[dict]) -> Path:
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    (audit / "findings.json").write_text(json.dumps(rows))
+    return audit
+
+
+def _finding(check: str, severity: str, **fields) -> dict:
+    row = {"check": check, "severity": severity, "system": "james", "queue": "spool",
+           "scope": "mail", "subject": "m1", "observed_at": "2026-11-03T12:00:00Z",
+           "bytes": None, "detail": {}}  # fmt: skip
+    return {**row, **fields}
+
+
+def _visible(page: str) -> str:
+    import html as markup
+
+    body = page.split("<body>", 1)[-1]
+    return markup.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def _assert_no_missing_value_text(page: str) -> None:
+    text = _visible(page)
+    for word in ("nan", "NaN", "None", "NaT", "null"):
+        assert not re.search(rf"(?<![\w-]){word}(?![\w-])", text), (word, text)
+
+
+def test_the_first_section_says_what_is_wrong_why_and_what_to_do(tmp_path: Path) -> None:
+    from mqforensics import systems
+
+    rows = [
+        _finding("stuck_mail", "error", subject="m1"),
+        _finding("stuck_mail", "error", subject="m2", queue="outgoing"),
+        _finding("unreclaimed_slice", "warning", subject="p1", bytes=2048,
+                 detail={"addresses": 3, "rows": 1}),
+        _finding("orphaned_blob", "info", queue=None, scope="blob", subject="b1", bytes=100,
+                 observed_at=None, detail={"bucket": "b", "deletable": False}),
+    ]  # fmt: skip
+    out = tmp_path / "r.html"
+    assert main(["report", "html", str(_audit(tmp_path, rows)), "--out", str(out)]) == 0
+    page = out.read_text()
+    verdict = page.split("<h2>Verdict</h2>", 1)[1].split("<h2>Inputs</h2>", 1)[0]
+    assert (
+        '<p class="status bad verdict">4 findings from 3 checks; worst severity error; '
+        "2.1 KiB held.</p>"
+    ) in verdict
+    # The checks that found something, worst first, with the bytes and personal data they hold.
+    assert (
+        '<tr><td>stuck_mail</td><td>error</td><td class="n">2</td><td class="n">0 B</td>'
+        "<td>\u2013</td></tr>"
+    ) in verdict
+    assert (
+        '<tr><td>unreclaimed_slice</td><td>warning</td><td class="n">1</td>'
+        '<td class="n">2.0 KiB</td><td>3 mail addresses</td></tr>'
+    ) in verdict
+    assert verdict.index("stuck_mail") < verdict.index("unreclaimed_slice")
+    assert verdict.index("unreclaimed_slice") < verdict.index("orphaned_blob")
+    for name in ("stuck_mail", "unreclaimed_slice", "orphaned_blob"):
+        check = systems.find_check("james", name)
+        assert check is not None
+        for text in (check.what, check.why, check.todo):
+            assert html.escape(text, quote=True) in verdict, text
+    assert "2 findings \u00b7 worst severity error \u00b7 no bytes held" in verdict
+    assert "personal data: 3 mail addresses" in verdict
+    _assert_no_missing_value_text(page)
+
+
+def test_detail_tables_have_named_columns_and_no_missing_value_text(tmp_path: Path) -> None:
+    rows = [
+        _finding("orphaned_blob", "info", queue=None, scope="blob", subject="b1", bytes=1218,
+                 detail={"bucket": "default", "deletable": False, "etag": None,
+                         "windows": [1, 2, 3, 4, 5]}),
+        _finding("orphaned_blob", "info", queue=None, scope="blob", subject="b2", bytes=None,
+                 observed_at=None, detail={"bucket": "default", "deletable": True,
+                                           "last_modified": "2026-11-03T09:23:00.000Z"}),
+    ]  # fmt: skip
+    out = tmp_path / "r.html"
+    assert main(["report", "html", str(_audit(tmp_path, rows)), "--out", str(out)]) == 0
+    page = out.read_text()
+    details = page.split("<h3>orphaned_blob (2)</h3>", 1)[1]
+    # Columns with one value in every row are said once above the table; none at all: dropped.
+    same = "queue: \u2013; scope: blob; bucket: default"
+    assert f'<p class="same">Same in every finding below: {same}</p>' in details
+    head = (
+        "<tr><th>severity</th><th>subject</th><th>bytes</th><th>observed at</th>"
+        "<th>deletable</th><th>windows</th><th>last modified</th></tr>"
+    )
+    assert head in details
+    assert (
+        '<tr><td>info</td><td>b1</td><td class="n">1,218</td>'
+        '<td class="t">2026-11-03T12:00:00Z</td>'
+        "<td>no</td><td>1, 2, 3, \u2026 (5 in all)</td><td>\u2013</td></tr>"
+    ) in details
+    assert (
+        '<tr><td>info</td><td>b2</td><td class="n">0</td><td>\u2013</td>'
+        '<td>yes</td><td>\u2013</td><td class="t">2026-11-03T09:23:00.000Z</td></tr>'
+    ) in details
+    assert "{" not in _visible(details)  # no JSON dicts
+    _assert_no_missing_value_text(page)
+
+
+def test_one_finding_and_a_clean_audit_read_right(tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    one.mkdir()
+    audit = _audit(one, [_finding("stuck_mail", "warning")])
+    out = tmp_path / "one.html"
+    assert main(["report", "html", str(audit), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "1 finding from 1 check; worst severity warning; no bytes held." in page
+    assert "1 findings" not in page and "1 checks" not in page
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    out = tmp_path / "clean.html"
+    assert main(["report", "html", str(_audit(clean, [])), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert '<p class="status ok verdict">Clean: the audit found nothing.</p>' in page
+    _assert_no_missing_value_text(page)
+
+
+@pytest.mark.parametrize("command", ["html", "notebook"])
+def test_out_in_a_missing_directory_is_one_line_and_creates_nothing(
+    tmp_path: Path, capsys, command: str
+) -> None:
+    audit = _audit(tmp_path, [_finding("stuck_mail", "error")])
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    before = sorted(tmp_path.rglob("*"))
+    out = tmp_path / "missing" / "deeper" / "r.html"
+    given = str(audit) if command == "html" else str(notebook)
+    assert main(["report", command, given, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"mqforensics: error: ConfigError: --out {out}: directory {out.parent} does not exist "
+        "(create it first)\n"
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_an_export_drops_spark_log_lines_from_stderr_and_keeps_the_rest() -> None:
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from mqforensics.views.notebook_export import static_outputs
+
+    noise = (
+        "25/11/25 12:00:01 WARN NativeCodeLoader: Unable to load native-hadoop library\n"
+        'Setting default log level to "WARN".\n'
+        "[Stage 3:>                                                          (0 + 2) / 2]\r"
+        "a real problem\n"
+    )
+    only_noise = "25/11/25 12:00:02 WARN SparkContext: Another SparkContext is being constructed\n"
+    notebook = new_notebook(cells=[new_code_cell("x", outputs=[
+        new_output("stream", name="stderr", text=noise),
+        new_output("stream", name="stderr", text=only_noise),
+        new_output("stream", name="stdout", text="25/11/25 12:00:03 WARN kept on stdout\n"),
+    ])])  # fmt: skip
+    outputs = static_outputs(notebook).cells[0].outputs
+    assert [(o.name, o.text) for o in outputs] == [
+        ("stderr", "a real problem\n"),
+        ("stdout", "25/11/25 12:00:03 WARN kept on stdout\n"),
+    ]
