@@ -45,8 +45,13 @@ bench: setup
 	$(PY) -m mqforensics services fetch
 	$(PY) -m bench.run
 
+# JupyterLab saves the explorers' widget state with a notebook (notebooks/lab/overrides.json), so
+# a saved notebook reopens showing the views the analyst left, not "model not found".
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+
 lab: setup
-	@mkdir -p notebooks
+	@mkdir -p notebooks $(LAB_SETTINGS)
+	@cp notebooks/lab/overrides.json $(LAB_SETTINGS)/overrides.json
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks \
 		$(if $(filter 0,$(shell id -u)),--allow-root)
 
