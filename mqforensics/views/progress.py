@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from mqforensics.credentials import mask_secrets
+from mqforensics.units import plural
 
 POLL_SECONDS = 0.5
 
@@ -126,7 +127,7 @@ class WidgetRenderer:
         self._show()
         self.bar.max = max(progress.total, 1)
         self.bar.value = min(progress.done, progress.total)
-        stages = f", {progress.stages} stage(s)" if progress.stages else ""
+        stages = f", {plural(progress.stages, 'stage')}" if progress.stages else ""
         detail = f", {progress.detail}" if progress.detail else ""
         elapsed = f", {progress.elapsed:.0f}s" if progress.elapsed else ""
         self.label.value = (
@@ -265,9 +266,9 @@ class SparkWatcher:
         p = self.progress
         if not p.total:
             return ""
-        tasks = f"{p.done}/{p.total}" if failed else str(p.total)
         end = " (stopped)" if failed else ""
-        return f"{p.label}: {tasks} Spark task(s) in {p.stages} stage(s), {p.elapsed:.1f}s{end}"
+        done = f"{p.done}/{p.total} Spark tasks" if failed else plural(p.total, "Spark task")
+        return f"{p.label}: {done} in {plural(p.stages, 'stage')}, {p.elapsed:.1f}s{end}"
 
 
 def _is_connect(spark: Any) -> bool:

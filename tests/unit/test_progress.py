@@ -46,7 +46,7 @@ def test_a_spark_job_is_followed_to_its_last_task(spark, monkeypatch) -> None:
     assert recorder.updates, "no progress was sampled while the job ran"
     assert recorder.updates[-1] == (8, 8)
     assert all(done <= total for done, total in recorder.updates)
-    assert recorder.summary.startswith("count: 8 Spark task(s) in 1 stage(s)")
+    assert recorder.summary.startswith("count: 8 Spark tasks in 1 stage, ")
 
 
 def test_each_step_is_shown_at_once_and_its_clock_runs_without_a_job(spark, monkeypatch) -> None:
@@ -99,9 +99,9 @@ def test_the_notebook_bar_ends_full_and_leaves_its_summary() -> None:
     assert bar.bar is None  # no task yet: nothing displayed
     bar.update(progress.Progress("read", done=3, total=10, stages=1))
     assert (bar.bar.value, bar.bar.max) == (3, 10)
-    assert bar.label.value == "read: 3/10 tasks, 1 stage(s)"
-    bar.close("read: 10 Spark task(s)")
-    assert bar.bar.value == bar.bar.max == 10 and bar.label.value == "read: 10 Spark task(s)"
+    assert bar.label.value == "read: 3/10 tasks, 1 stage"
+    bar.close("read: 10 Spark tasks")
+    assert bar.bar.value == bar.bar.max == 10 and bar.label.value == "read: 10 Spark tasks"
     assert bar.bar.layout.display == "none"
 
 
@@ -118,7 +118,7 @@ def test_spark_connect_stages_are_summed_and_a_failed_block_is_not_shown_complet
     assert recorder.updates == [(5, 10)]
     watcher.stop(failed=True)
     assert recorder.updates[-1] == (5, 10)
-    assert recorder.summary.startswith("read: 5/10 Spark task(s) in 2 stage(s), ")
+    assert recorder.summary.startswith("read: 5/10 Spark tasks in 2 stages, ")
     assert recorder.summary.endswith("s (stopped)")
 
 
