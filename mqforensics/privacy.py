@@ -54,9 +54,10 @@ def pseudonymize_address(addr: str, salt: str = "") -> str:
 
 
 def _pseudonymize_match(match: re.Match[str], salt: str) -> str:
-    # A host name's last label is never all digits (RFC 3696, section 2): ``seg-00000003.lq@1042``
-    # is a position in a file (logqueue findings), not an address.
-    if match.group("domain").rpartition(".")[2].isdigit():
+    # ``seg-00000003.lq@1042`` is a position in a file (logqueue findings), not an address: a
+    # domain of one all-digit label names no host (RFC 3696, section 2). A dotted all-digit
+    # domain (``alice@10.0.0.1``, an unbracketed IPv4 literal some MTAs accept) is still an address.
+    if match.group("domain").isdigit():
         return match.group(0)
     # ``=`` is atext, so ``to=alice@example.org`` (log lines, ``key=value`` summaries) matches
     # as one address: the part up to the last ``=`` is kept as the key it almost always is.

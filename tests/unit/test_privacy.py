@@ -54,3 +54,12 @@ def test_every_address_in_a_text_is_replaced_and_nothing_else():
 def test_text_without_addresses_is_unchanged():
     for text in ("", "spool", "0f8fad5b-d9cb-469f-a165-70867728950e", "a @ b", "@example.org"):
         assert pseudonymize_text(text) == text
+
+
+def test_a_file_position_is_kept_and_an_address_at_an_ip_is_not():
+    # logqueue findings name positions as ``<file>@<offset>``: one all-digit label, no host.
+    assert pseudonymize_text("torn at seg-00000003.lq@1042") == "torn at seg-00000003.lq@1042"
+    # An unbracketed IPv4 domain still names a mailbox.
+    out = pseudonymize_text("rcpt alice@10.0.0.1")
+    assert out == f"rcpt {pseudonymize_address('alice@10.0.0.1')}"
+    assert "alice" not in out
