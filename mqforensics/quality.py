@@ -95,7 +95,7 @@ class QualityReport:
 # --- suites -----------------------------------------------------------------------------------
 
 
-def suite_path(frame: str, system: str = "james", suites_dir: Path = SUITES_DIR) -> Path:
+def suite_path(frame: str, *, system: str, suites_dir: Path = SUITES_DIR) -> Path:
     """Where the suite of `frame` of `system` lives: ``<suites_dir>/<system>_<frame>.json``."""
     return Path(suites_dir) / f"{system}_{frame}.json"
 
@@ -307,9 +307,9 @@ def _outcome(
 
 def validate(
     frames: Mapping[str, DataFrame],
-    suites_dir: Path = SUITES_DIR,
-    system: str = "james",
     *,
+    system: str,
+    suites_dir: Path = SUITES_DIR,
     pseudonymize: bool = True,
     salt: str = "",
     samples: int = DEFAULT_SAMPLES,
@@ -323,7 +323,10 @@ def validate(
     `data_docs_dir`, when given, receives GX data docs of the run; they show GX's raw values,
     not pseudonymised, so keep them with the data rather than with the report.
     """
-    suites = {name: load_suite(suite_path(name, system, suites_dir)) for name in sorted(frames)}
+    suites = {
+        name: load_suite(suite_path(name, system=system, suites_dir=suites_dir))
+        for name in sorted(frames)
+    }
     if not suites:
         return QualityReport(system=system, success=True, suites=[], pseudonymized=pseudonymize)
 
@@ -358,7 +361,7 @@ def validate(
             SuiteOutcome(
                 suite=suite.name,
                 frame=name,
-                file=str(suite_path(name, system, suites_dir)),
+                file=str(suite_path(name, system=system, suites_dir=suites_dir)),
                 success=all(r.success for r in results),
                 seconds=round(time.monotonic() - started, 3),
                 expectations=results,

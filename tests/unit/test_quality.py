@@ -107,7 +107,7 @@ def _validate(spark, rows, tmp_path_factory):
     old = Path.cwd()
     os.chdir(workdir)
     try:
-        report = validate(frames)
+        report = validate(frames, system="james")
     finally:
         os.chdir(old)
     assert list(workdir.iterdir()) == []
@@ -179,7 +179,7 @@ def test_clean_frames_pass_every_expectation(clean):
 
 @pytest.mark.parametrize("frame", FRAMES)
 def test_suite_files_are_exactly_gx_serialisations(frame):
-    path = suite_path(frame)
+    path = suite_path(frame, system="james")
     stored = json.loads(path.read_text())
     suite = load_suite(path)
     assert suite.name == f"james_{frame}"
@@ -203,7 +203,7 @@ def test_a_suite_naming_an_unknown_expectation_is_a_config_error(spark, tmp_path
     path = _write(tmp_path, "james_deleted", json.dumps(suite))
     frames = {"deleted": spark.createDataFrame(*clean_rows()["deleted"])}
     with pytest.raises(ConfigError) as error:
-        validate(frames, suites_dir=tmp_path)
+        validate(frames, system="james", suites_dir=tmp_path)
     assert str(path) in error.value.message
     assert "expect_mail_to_be_nice" in error.value.message
     assert f"loaded {len(suite['expectations']) - 1} of {len(suite['expectations'])}" in (
@@ -240,4 +240,4 @@ def test_a_malformed_suite_file_is_a_config_error_naming_it(tmp_path, content):
 def test_a_frame_without_a_suite_is_a_config_error(spark, tmp_path):
     frames = {"deleted": spark.createDataFrame(*clean_rows()["deleted"])}
     with pytest.raises(ConfigError, match=r"james_deleted\.json does not exist"):
-        validate(frames, suites_dir=tmp_path)
+        validate(frames, system="james", suites_dir=tmp_path)
