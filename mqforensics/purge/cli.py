@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from mqforensics.errors import ConfigError
+from mqforensics.units import plural
 
 MAX_PRINTED_SKIPS = 50
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"closing {type(executor).__name__}: {one_line(exc)}", file=sys.stderr)
     if result.skips:
         verb = "would be skipped" if not result.applied else "skipped"
-        print(f"{len(result.skips)} action(s) {verb}:")
+        print(f"{plural(len(result.skips), 'action')} {verb}:")
         for seq, kind, reason in result.skips[:MAX_PRINTED_SKIPS]:
             print(f"  {seq} {kind}: {reason}")
         if len(result.skips) > MAX_PRINTED_SKIPS:

@@ -45,6 +45,7 @@ from mqforensics.purge.journal import Journal, read_journal
 from mqforensics.purge.ratelimit import RateLimiter
 from mqforensics.purge.retry import call_with_retries
 from mqforensics.retention.manifest import JOURNAL, Action, Plan, require_approval
+from mqforensics.units import plural
 
 T = TypeVar("T")
 
@@ -499,7 +500,9 @@ class _Run:
         )
         if (fields["ok"], fields["problems"]) == (last.get("ok"), last.get("problems")):
             result.verification = last
-            state = "ok" if last.get("ok") else f"{last.get('problem_count')} problem(s)"
+            state = (
+                "ok" if last.get("ok") else plural(int(last.get("problem_count") or 0), "problem")
+            )
             self.out(f"{summary}: verified again, unchanged ({state}); nothing written")
             if not last.get("ok"):
                 self._print_verification(last)
@@ -603,7 +606,7 @@ class _Run:
             )
             return
         problems: list[str] = verification["problems"]
-        self.out(f"verification: {verification['problem_count']} problem(s)")
+        self.out(f"verification: {plural(int(verification['problem_count']), 'problem')}")
         for problem in problems[:MAX_PRINTED_PROBLEMS]:
             self.out(f"  {problem}")
         if verification["problem_count"] > MAX_PRINTED_PROBLEMS:

@@ -497,7 +497,7 @@ def test_verification_reports_a_changed_census_and_a_target_still_present(plan: 
     assert verification["problem_count"] == 2
     assert verification["problems"][0].startswith("census DictExecutor objects: before 2, after 1")
     assert verification["census_before"]["DictExecutor"]["objects"] == 2
-    assert "verification: 2 problem(s)" in out
+    assert "verification: 2 problems" in out
     # A done target that reappeared is reported by the next verification pass.
     store["a"] = "1"
     result = run_purge(plan, [DictExecutor(store, plan)], apply=True, out=lambda line: None)
@@ -575,10 +575,10 @@ def test_the_purge_command(
     assert "PlanNotApproved" in capsys.readouterr().err and BUILT[-1].closed
     assert cli.main(["purge", str(unapproved.directory)]) == 0
     output = capsys.readouterr().out
-    assert "1 action(s) would be skipped:\n  1 fake.delete: b changed" in output
+    assert "1 action would be skipped:\n  1 fake.delete: b changed" in output
     plan = make_plan(tmp_path, PLANNED)
     assert cli.main(["purge", str(plan.directory), "--apply", "--rate", "1000"]) == 0
-    assert "1 action(s) skipped:" in capsys.readouterr().out
+    assert "1 action skipped:" in capsys.readouterr().out
     assert CLI_STORE == {"b": "changed", "keep": "k"}
     # Verification problems exit 1: a done target is back.
     CLI_STORE["a"] = "1"

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.spec import PlanParts
 from mqforensics.systems.james.blob_ids import PASSTHROUGH
-from mqforensics.units import parse_instant
+from mqforensics.units import parse_instant, plural
 
 if TYPE_CHECKING:
     from mqforensics.retention.policy import Policy, Rule
@@ -445,13 +445,13 @@ def _rule_notes(policy: Policy, actions: list[Action], deferred: list[Deferred])
         if kinds:
             detail = ", ".join(f"{kinds[k]} {k}" for k in KINDS if kinds[k])
             total = sum(kinds.values())
-            notes.append(f"rule {rule.id} selected {total} action(s): {detail}")
+            notes.append(f"rule {rule.id} selected {plural(total, 'action')}: {detail}")
         else:
             notes.append(f"rule {rule.id} selected no action")
     live = sum(1 for d in deferred if d.reason.startswith("live mail:"))
     notes.append(
         "live mail is never planned: James deletes it itself, through its WebAdmin API "
-        f"({live} live mail(s) of erased data subjects deferred)"
+        f"({plural(live, 'live mail')} of erased data subjects deferred)"
     )
     return notes
 

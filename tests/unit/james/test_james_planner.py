@@ -379,12 +379,12 @@ def test_no_address_anywhere(plan_parts):
 
 def test_notes_count_actions_per_rule(plan_parts):
     consumed = (
-        "rule consumed-1d selected 12 action(s): 6 james.delete_partition, "
+        "rule consumed-1d selected 12 actions: 6 james.delete_partition, "
         "2 james.advance_content_start, 4 james.delete_blob"
     )
     assert consumed in plan_parts.notes
     assert any(n.startswith("live mail is never planned") for n in plan_parts.notes)
-    assert "rule erase-all selected 1 action(s): 1 james.delete_row" in plan_parts.notes
+    assert "rule erase-all selected 1 action: 1 james.delete_row" in plan_parts.notes
 
 
 def test_every_action_and_deferral_cites_the_findings_that_justify_it(audited, plan_parts):
