@@ -526,6 +526,13 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
     # of the flagged ones read again from the view, filtered by them sent to every task.
     if ctx.early_kept:
         rows = ctx.marked.where(F.col("early"))
+        # Flagged from their row counts first, so what a finding carries of each row (enqueue
+        # ids, markers, addresses, blobs) is gathered for the flagged partitions alone.
+        counts = rows.groupBy(*partition).agg(
+            F.count(F.lit(1)).alias("rows"), F.count_if(_live_flag(rows)).alias("live_rows"),
+            *[F.first(c).alias(c) for c in _STARTS],
+        )  # fmt: skip
+        rows = rows.join(_flagged(counts).select(*partition), partition, "left_semi")
         flagged = _flagged(_partition_contents(ctx, rows, [*partition, *_STARTS]))
     else:
         counts = ctx.rollup.groupBy(*partition, *_STARTS).agg(F.sum("rows").alias("rows"))
@@ -608,6 +615,11 @@ def _flagged(partitions: DataFrame) -> DataFrame:
     return counted.withColumn("reason", reason).where(F.col("reason").isNotNull())
 
 
+def _live_flag(rows: DataFrame) -> Column:
+    """A row's ``live`` flag where `rows` have one; null (counted as not live) otherwise."""
+    return F.col("live") if "live" in rows.columns else F.lit(None)
+
+
 def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataFrame:
     """Per partition (grouped by `keys`) of `rows`: its ``rows``, ``live_rows`` (of rows with a
     ``live`` column), ``metadata_bytes`` (summed), ``addresses`` (distinct senders and
@@ -616,7 +628,7 @@ def _partition_contents(ctx: Context, rows: DataFrame, keys: list[str]) -> DataF
     ``newest`` (the latest enqueue time, `_FAR_FUTURE` when a row has none). Every row gives
     items, made distinct per partition, then counted and summed: its addresses, its blob ids,
     and one item of its own with its id, bytes, live flag and enqueue time."""
-    live = F.col("live") if "live" in rows.columns else F.lit(None)
+    live = _live_flag(rows)
     enqueued = F.coalesce(F.col("enqueuedtime"), F.lit(_FAR_FUTURE).cast("timestamp"))
     row = _item("row", F.lower(F.col("enqueueid")), F.col("metadata_bytes"), live, enqueued)
     addresses = F.transform(_addresses(), lambda a: _item("address", a))
