@@ -119,21 +119,23 @@ def run_subject(
     *,
     timeout: float = 7200,
     env: dict[str, str] | None = None,
+    tree: Path = ROOT,
 ) -> Measurement:
     """Run `argv` (a Python module and its arguments) in a fresh interpreter and collect its
-    result line; `env` adds to the environment (e.g. the Spark driver's memory)."""
+    result line; `env` adds to the environment (e.g. the Spark driver's memory); `tree` is the
+    checkout whose code runs (another revision's worktree: `bench.versus`)."""
     environment = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "MQF_PROGRESS": "0",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(tree),  # the tree's own package, ahead of the editable install
         **(env or {}),
     }
     command = [sys.executable, *argv]
     done = subprocess.run(
-        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout
+        command, cwd=tree, env=environment, capture_output=True, text=True, timeout=timeout
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith(MARKER)]
     if done.returncode != 0 or not lines:

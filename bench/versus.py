@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,24 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _measure(tree: Path, argv: list[str]) -> float:
-    environment = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYSPARK_SUBMIT_ARGS": f"--driver-memory {james_audit.DRIVER_MEMORY} pyspark-shell",
-        "MQF_PROGRESS": "0",
-        "PYTHONPATH": str(tree),  # the tree's own package, ahead of the editable install
+    spark_env = {
+        "PYSPARK_SUBMIT_ARGS": f"--driver-memory {james_audit.DRIVER_MEMORY} pyspark-shell"
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.james_audit", "measure", *argv],
-        cwd=tree, env=environment, capture_output=True, text=True, timeout=7200,
-    )  # fmt: skip
-    lines = [line for line in done.stdout.splitlines() if line.startswith(measure.MARKER)]
-    if done.returncode != 0 or not lines:
-        tail = "\n".join((done.stderr or done.stdout).splitlines()[-15:])
-        raise measure.SubjectFailed(f"{tree}: {' '.join(argv)} exited {done.returncode}:\n{tail}")
-    return float(json.loads(lines[-1][len(measure.MARKER) :])["seconds"])
+    module = ["-m", "bench.james_audit", "measure"]
+    run = measure.run_subject(
+        "james_audit", argv[0], "", str(tree), [*module, *argv], env=spark_env, tree=tree
+    )
+    return run.seconds
 
 
 def compare(base: str, entries: int, repeats: int, workdir: Path) -> dict[str, Any]:

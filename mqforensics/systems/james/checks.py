@@ -528,10 +528,9 @@ def unreclaimed_slice(ctx: Context) -> DataFrame:
         rows = ctx.marked.where(F.col("early"))
         # Flagged from their row counts first, so what a finding carries of each row (enqueue
         # ids, markers, addresses, blobs) is gathered for the flagged partitions alone.
-        counts = rows.groupBy(*partition).agg(
-            F.count(F.lit(1)).alias("rows"), F.count_if(_live_flag(rows)).alias("live_rows"),
-            *[F.first(c).alias(c) for c in _STARTS],
-        )  # fmt: skip
+        counts = rows.groupBy(*partition, *_STARTS).agg(
+            F.count(F.lit(1)).alias("rows"), F.count_if(_live_flag(rows)).alias("live_rows")
+        )
         rows = rows.join(_flagged(counts).select(*partition), partition, "left_semi")
         flagged = _flagged(_partition_contents(ctx, rows, [*partition, *_STARTS]))
     else:
