@@ -33,11 +33,13 @@ test-unit: setup
 	$(PY) -m pytest tests/unit -q
 
 # Everything: lint, unit tests, integration tests against real servers that the test session
-# starts on 127.0.0.1 and stops, and the notebooks under nbmake.
+# starts on 127.0.0.1 once and stops (two workers share them; a module runs on one worker whole),
+# and the validation notebooks under nbmake as a scheduler runs them. The analysts' notebooks are
+# executed by tests/integration/test_report_chromium.py, which then reads their exports.
 test: lint
 	$(PY) -m mqforensics services fetch
-	$(PY) -m pytest tests -v --durations=15
-	$(PY) -m pytest --nbmake notebooks -q -n 2
+	$(PY) -m pytest tests -v --durations=15 -n 2 --dist loadgroup
+	$(PY) -m pytest --nbmake notebooks/validation -q -n 2
 
 # Benchmarks against baselines measured in the same run (not part of `make test`, which runs
 # them in smoke mode); results in bench/results/full.json and docs/benchmarks.md.

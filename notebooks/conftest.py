@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.spark_jit import use_quick_jit
+
 
 def pytest_configure(config: pytest.Config) -> None:
+    use_quick_jit()
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and not os.environ.get("MQF_NOTEBOOK_OUT"):
         out = Path(__file__).resolve().parent.parent / "out" / f"notebooks-{worker}"

@@ -7,6 +7,13 @@ reason and the log's tail: there is no silent skip.
 
 Set MQF_TEST_SERVICES_DIR to a harness root (e.g. `.services` after `make services`) to run the
 tests against those long-lived servers instead; they are then left running.
+
+Under pytest-xdist (`make test` runs ``-n 2 --dist loadgroup``) the servers are still started
+once: the controller owns the session's root and stops its servers at the end; the workers share
+it (``MQF_TEST_SESSION_ROOT``), the first to need a server starting it. Each test module goes to
+one worker whole (its module fixtures are set up once); modules that read one server's whole
+state (every Cyrus integration module audits the live ``mailboxes.db``) share a group and so
+run one after another.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import pytest
 
 from mqforensics import systems
 from mqforensics.errors import MqfError, explain
-from mqforensics.services.harness import Harness, TestSession
+from mqforensics.services.harness import STARTERS, Harness, TestSession
+from tests.spark_jit import use_quick_jit
 
 _harness: Harness | None = None
 # A test under tests/unit/<system>/ or tests/integration/<system>/ is marked <system>, so one
@@ -27,8 +35,16 @@ TESTS = Path(__file__).resolve().parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    use_quick_jit()
+    if _is_xdist_controller(config) and not os.environ.get("MQF_TEST_SERVICES_DIR"):
+        os.environ[SESSION_ROOT] = str(harness().root)  # inherited by the workers
     for name in systems.names():
         config.addinivalue_line("markers", f"{name}: a test of the {name} system")
+
+
+# Integration modules that must not run beside each other under xdist: they read the whole
+# state of one shared server.
+SERIAL_GROUPS = {("integration", "cyrus"): "cyrus-server"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,16 +53,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if len(parts) > 2 and parts[0] in ("unit", "integration") and parts[1] in known:
             item.add_marker(getattr(pytest.mark, parts[1]))
+        group = SERIAL_GROUPS.get(parts[:2], "/".join(parts))
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 _start_failed = False
 _used: dict[str, dict] = {}
 
 
+# The root of the servers an xdist controller owns, for its workers.
+SESSION_ROOT = "MQF_TEST_SESSION_ROOT"
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
 def harness() -> Harness:
     global _harness
     if _harness is None:
-        shared = os.environ.get("MQF_TEST_SERVICES_DIR")
+        shared = os.environ.get("MQF_TEST_SERVICES_DIR") or os.environ.get(SESSION_ROOT)
         _harness = Harness(Path(shared)) if shared else TestSession()
     return _harness
 
@@ -65,6 +91,8 @@ def _server(name: str) -> dict:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Which real servers this session used, their versions and start-up times."""
+    if isinstance(_harness, TestSession) and not _used:  # xdist: the workers started them
+        _used.update(_recorded_servers(_harness))
     lines = []
     for name, info in _used.items():
         if info:
@@ -82,8 +110,20 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(line)
 
 
+def _recorded_servers(root: Harness) -> dict[str, dict]:
+    """The connection info of the servers running under `root`, by name."""
+    found = {}
+    for name in STARTERS:
+        info = root.server_dir(name).info()
+        if info:
+            found[name] = info
+    return found
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if isinstance(_harness, TestSession):
+        if not _used:
+            _used.update(_recorded_servers(_harness))
         kept = _harness.close(keep_logs=bool(exitstatus) or _start_failed)
         if kept is not None:
             print(f"\nserver logs of this test session kept in {kept}")

@@ -10,12 +10,14 @@ Two kinds of roots:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
@@ -80,18 +82,33 @@ class Harness:
         return info if PROBES[name](info) else None
 
     def ensure(self, name: str) -> dict:
-        """Connection info of `name`, starting it (after reaping any orphan) if needed."""
+        """Connection info of `name`, starting it (after reaping any orphan) if needed.
+
+        Processes sharing this root (pytest's xdist workers) ask in turn: the first starts the
+        server, the others wait for it and reuse it."""
         if name not in STARTERS:
             raise ServiceStartError(f"unknown service {name!r}; known: {', '.join(STARTERS)}")
-        info = self.running(name)
-        if info is not None:
+        with self._turn(name):
+            info = self.running(name)
+            if info is not None:
+                return info
+            server = self.server_dir(name)
+            server.reap()
+            server.reset()
+            info = STARTERS[name](server)
+            server.info_file.write_text(json.dumps(info, indent=2) + "\n")
             return info
-        server = self.server_dir(name)
-        server.reap()
-        server.reset()
-        info = STARTERS[name](server)
-        server.info_file.write_text(json.dumps(info, indent=2) + "\n")
-        return info
+
+    @contextlib.contextmanager
+    def _turn(self, name: str) -> Iterator[None]:
+        """Hold `name`'s lock file under the root (beside, not in, its server directory, which
+        a start resets) until the block ends."""
+        with open(self.root / f".{name}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def stop(self, name: str) -> bool:
         """Stop `name`, keeping its data (as a crashed or stopped server would); True if it ran."""
