@@ -38,7 +38,7 @@ test-unit: setup
 # executed by tests/integration/test_report_chromium.py, which then reads their exports.
 test: lint
 	$(PY) -m mqforensics services fetch
-	$(PY) -m pytest tests -v --durations=15 -n 2 --dist loadgroup
+	$(PY) -m pytest tests -v --durations=15 -n 2
 	$(PY) -m pytest --nbmake notebooks/validation -q -n 2
 
 # Benchmarks against baselines measured in the same run (not part of `make test`, which runs

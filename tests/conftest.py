@@ -8,7 +8,7 @@ reason and the log's tail: there is no silent skip.
 Set MQF_TEST_SERVICES_DIR to a harness root (e.g. `.services` after `make services`) to run the
 tests against those long-lived servers instead; they are then left running.
 
-Under pytest-xdist (`make test` runs ``-n 2 --dist loadgroup``) the servers are still started
+Under pytest-xdist (`make test` runs ``-n 2``) the servers are still started
 once: the controller owns the session's root and stops its servers at the end; the workers share
 it (``MQF_TEST_SESSION_ROOT``), the first to need a server starting it. Each test module goes to
 one worker whole (its module fixtures are set up once); modules that read one server's whole
@@ -53,13 +53,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if len(parts) > 2 and parts[0] in ("unit", "integration") and parts[1] in known:
             item.add_marker(getattr(pytest.mark, parts[1]))
-        group = SERIAL_GROUPS.get(parts[:2], "/".join(parts))
-        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def work_unit(nodeid: str) -> str:
+    """What xdist sends to one worker whole: a test's module, or its module's serial group."""
+    module = nodeid.split("::", 1)[0]
+    parts = Path(module).parts
+    return SERIAL_GROUPS.get(tuple(parts[1:3]), module) if parts[:1] == ("tests",) else module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``-n N``: work units of `work_unit` (xdist's own scope scheduling, by our scope)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 _start_failed = False
 _used: dict[str, dict] = {}
-
 
 # The root of the servers an xdist controller owns, for its workers.
 SESSION_ROOT = "MQF_TEST_SESSION_ROOT"
