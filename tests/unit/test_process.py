@@ -150,3 +150,37 @@ def test_sessions_of_a_live_owner_are_left_alone(tmp_path):
 
 def test_port_probe():
     assert not port_open(1)
+
+
+def test_processes_sharing_a_root_start_a_server_once(tmp_path, monkeypatch):
+    """Two xdist workers asking for the same server at once: one starts it (a slow start), the
+    other waits for its lock, finds it running and reuses it."""
+    import threading
+
+    from mqforensics.services import harness as harness_module
+
+    starts: list[int] = []
+
+    def slow_start(server: ServerDir) -> dict:
+        time.sleep(1)  # the other asker arrives while this one starts
+        pid = start_sleeper(server)
+        starts.append(pid)
+        return {"pid": pid}
+
+    monkeypatch.setitem(harness_module.STARTERS, "fake", slow_start)
+    monkeypatch.setitem(harness_module.PROBES, "fake", lambda info: pid_alive(int(info["pid"])))
+    infos: list[dict] = []
+    askers = [
+        threading.Thread(
+            target=lambda: infos.append(harness_module.Harness(tmp_path).ensure("fake"))
+        )
+        for _ in range(2)
+    ]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join(timeout=30)
+    try:
+        assert len(starts) == 1 and [info["pid"] for info in infos] == starts * 2
+    finally:
+        harness_module.Harness(tmp_path).stop("fake")
