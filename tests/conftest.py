@@ -106,8 +106,6 @@ def _server(name: str) -> dict:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Which real servers this session used, their versions and start-up times."""
-    if isinstance(_harness, TestSession) and not _used:  # xdist: the workers started them
-        _used.update(_recorded_servers(_harness))
     lines = []
     for name, info in _used.items():
         if info:
@@ -125,11 +123,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(line)
 
 
-def _recorded_servers(root: Harness) -> dict[str, dict]:
-    """The connection info of the servers running under `root`, by name."""
+def _recorded_servers(session: Harness) -> dict[str, dict]:
+    """The connection info of the servers running under `session`'s root, by name."""
     found = {}
     for name in STARTERS:
-        info = root.server_dir(name).info()
+        info = session.server_dir(name).info()
         if info:
             found[name] = info
     return found
@@ -137,7 +135,7 @@ def _recorded_servers(root: Harness) -> dict[str, dict]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if isinstance(_harness, TestSession):
-        if not _used:
+        if not _used:  # xdist: the workers started them; the summary is printed after this
             _used.update(_recorded_servers(_harness))
         kept = _harness.close(keep_logs=bool(exitstatus) or _start_failed)
         if kept is not None:
