@@ -38,15 +38,15 @@ def plural(count: int, word: str, words: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else (words or word + 's')}"
 
 
-def counter(option: str, what: str = "a count") -> Callable[[str], int]:
-    """A converter of a non-negative integer for `option` (its errors name the option)."""
+def counter(option: str, what: str = "a count", minimum: int = 0) -> Callable[[str], int]:
+    """A converter of an integer >= `minimum` for `option` (its errors name the option)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = -1
-        if value < 0:
+            value = minimum - 1
+        if value < minimum:
             raise ConfigError(f"{option} {text!r} is not {what}")
         return value
 

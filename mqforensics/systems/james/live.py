@@ -5,6 +5,8 @@ Two ways to read the enqueued table:
 * **enumerate** (default): the Cassandra partitions ``(queuename, timerangestart, bucketid)`` are
   enumerated the way James itself does (slices stepping by the window, buckets ``0..n-1``), from
   a start per queue to the slice holding `as_of`, so a read touches only the partitions it needs.
+  A query reads up to 20 of a queue's partitions at once (IN on slices and buckets): most
+  enumerated partitions are empty, and one query per partition spent the read in round trips.
   The smallest window of the history is used: windows only ever shrink to a divisor, so its slice
   starts include every start of an older, larger window. Bucket ids go up to the largest bucket
   count of the history (it only grows). Partitions outside the enumerated range are not seen.
@@ -44,6 +46,8 @@ PARTITION_KEY = ("queuename", "timerangestart", "bucketid")
 # Enumerated Cassandra partitions per Spark task: a task costs a fixed setup, and James's
 # partitions are small (one slice of one bucket).
 DEFAULT_CHUNK = 1024
+# Partitions (slices x buckets of a queue) one query reads with IN: see partition_queries.
+DEFAULT_PARTITIONS_PER_QUERY = schema.PARTITIONS_PER_QUERY
 DEFAULT_LOOKBACK = dt.timedelta(days=7)
 # Markers are two short strings (a page is a few megabytes): Cassandra spends less per marker
 # in fewer, larger pages of its token-range scan.
@@ -75,7 +79,8 @@ class JamesEnqueuedSource(DataSource):
     Options: the CassandraEndpoint options, ``keyspace``, ``table``, ``ranges`` (JSON object
     queue -> [first slice epoch, last slice epoch]), ``window``, ``bucket_count``, ``chunk``
     (Cassandra partitions per Spark partition, default 1024), ``consistency``, ``concurrency``,
-    ``page_size`` (rows per page of a partition's query, default 5000), ``columns``
+    ``page_size`` (rows per page of a query, default 5000), ``partitions_per_query`` (the
+    Cassandra partitions one query reads with IN, default 20), ``columns``
     (comma-separated enqueued columns to read, default all; `table_version` is always added).
     """
 
@@ -127,12 +132,16 @@ class JamesEnqueuedReader(DataSourceReader):
         # read() uses them in the executors; a bad value fails here, on the driver, first.
         positive_count(self.options.get("concurrency", "16"), "concurrency")
         positive_count(self.options.get("page_size", "5000"), "page_size")
+        positive_count(
+            self.options.get("partitions_per_query", str(DEFAULT_PARTITIONS_PER_QUERY)),
+            "partitions_per_query",
+        )
         return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
             SliceChunk([])
         ]
 
     def read(self, partition: SliceChunk) -> Iterator[Any]:  # type: ignore[override]
-        from cassandra import ConsistencyLevel
+        from cassandra import ConsistencyLevel, InvalidRequest
         from cassandra.concurrent import execute_concurrent_with_args
 
         from mqforensics.sources.cassandra_scan import _worker_session
@@ -143,11 +152,11 @@ class JamesEnqueuedReader(DataSourceReader):
         table = self.options["table"]
         version = "v4" if table.endswith("v4") else "v3"
         chosen = selected_columns(self.options.get("columns"))
-        # The partition key of every row is the one its query asked for: only the other
-        # columns are read, and the key is put back in front (then reordered if need be).
-        fetched = [(n, t) for n, t in chosen if n not in PARTITION_KEY]
+        # One query reads a queue's partitions (slices x buckets) with IN: every row's queue is
+        # the one its query asked for, so that column alone is not read but put back in front.
+        fetched = [(n, t) for n, t in chosen if n != "queuename"]
         reads = [selector(n, t) for n, t in fetched]
-        combined = [*PARTITION_KEY, *(n for n, _ in fetched)]
+        combined = ["queuename", *(n for n, _ in fetched)]
         order = [combined.index(n) for n, _ in chosen]
         types = dict(chosen) | {n: t for (n, _), (_, t) in zip(fetched, reads, strict=True)}
         maker = BatchMaker(
@@ -158,65 +167,100 @@ class JamesEnqueuedReader(DataSourceReader):
         statement = session.prepare(
             f"SELECT {', '.join(expression for expression, _ in reads) or 'queuename'} "
             f"FROM {self.options['keyspace']}.{table} "
-            "WHERE queuename = ? AND timerangestart = ? AND bucketid = ?"
+            "WHERE queuename = ? AND timerangestart IN ? AND bucketid IN ?"
         )
         statement.consistency_level = getattr(
             ConsistencyLevel, self.options.get("consistency", "LOCAL_QUORUM").upper()
         )
         statement.fetch_size = positive_count(self.options.get("page_size", "5000"), "page_size")
+        per_query = positive_count(
+            self.options.get("partitions_per_query", str(DEFAULT_PARTITIONS_PER_QUERY)),
+            "partitions_per_query",
+        )
+        queries = partition_queries(partition.keys, per_query)
         arguments = [
-            (q, dt.datetime.fromtimestamp(epoch, tz=dt.UTC), bucket)
-            for q, epoch, bucket in partition.keys
+            (queue, [dt.datetime.fromtimestamp(e, tz=dt.UTC) for e in slices], list(buckets))
+            for queue, slices, buckets in queries
         ]
         results = execute_concurrent_with_args(
             session, statement, arguments,
             concurrency=positive_count(self.options.get("concurrency", "16"), "concurrency"),
             raise_on_first_error=False, results_generator=True,
         )  # fmt: skip
-        # Built column by column, a page of a partition at a time: the key values are repeated
-        # for the page's rows, the fetched values transposed (no tuple per row in Python). The
-        # slice start is held as epoch microseconds, turned into timestamps once per batch.
-        micros = [(q, epoch * 1_000_000, bucket) for q, epoch, bucket in partition.keys]
-        names = [n for n, _ in chosen]
-        slice_column = names.index("timerangestart") if "timerangestart" in names else None
+        # Built column by column, a page at a time: the queue is repeated for the page's rows,
+        # the fetched values transposed (no tuple per row in Python).
         pending: list[list[Any]] = [[] for _ in chosen]
         held = 0
-
-        def batch() -> Any:
-            import pyarrow as pa
-
-            columns: list[Any] = list(pending)
-            if slice_column is not None:
-                columns[slice_column] = pa.array(columns[slice_column], pa.int64()).view(
-                    maker.schema.field(slice_column).type
-                )
-            return maker.columns_batch(columns)
-
-        for (success, result), key, key_values in zip(results, partition.keys, micros, strict=True):
+        for (success, result), query in zip(results, queries, strict=True):
+            where = _partitions_text(table, query)
             if not success:
-                raise ServerUnavailable(
-                    f"Cassandra at {endpoint.where} failed reading {table} partition "
-                    f"{key[0]}/{key[1]}/{key[2]}: {type(result).__name__}"
+                reason = f": {result}" if isinstance(result, InvalidRequest) else ""
+                hint = (
+                    " (fewer partitions per query: option partitions_per_query, "
+                    "--partitions-per-query)"
+                    if reason
+                    else ""
                 )
-            for page in _pages(result, endpoint.where, table, key):
+                raise ServerUnavailable(
+                    f"Cassandra at {endpoint.where} failed reading {where}: "
+                    f"{type(result).__name__}{reason}{hint}"
+                )
+            for page in _pages(result, endpoint.where, where):
                 if not page:
                     continue
                 count = len(page)
-                values = [[v] * count for v in key_values]
+                values = [[query[0]] * count]
                 if fetched:
                     values += [list(column) for column in zip(*page, strict=True)]
                 for target, source in zip(pending, order, strict=True):
                     target.extend(values[source])
                 held += count
                 if held >= BATCH_ROWS:
-                    yield batch()
+                    yield maker.columns_batch(pending)
                     pending, held = [[] for _ in chosen], 0
         if held:
-            yield batch()
+            yield maker.columns_batch(pending)
 
 
-def _pages(result: Any, where: str, table: str, key: tuple[str, int, int]) -> Iterator[Any]:
-    """The pages of rows of one partition's result, fetched one after another."""
+def partition_queries(
+    keys: list[tuple[str, int, int]], per_query: int
+) -> list[tuple[str, list[int], tuple[int, ...]]]:
+    """(queue, slice starts, bucket ids) queries whose products hold each of `keys` once.
+
+    A query's partitions are the product of its slices and buckets (Cassandra's IN on the
+    partition key), at most `per_query` of them: coordinators refuse or strain under larger
+    products (ScyllaDB refuses over 100 by default, managed clusters' guardrails fewer). Slices of a
+    queue with the same buckets share queries, in slice order.
+    """
+    buckets_of: dict[tuple[str, int], set[int]] = {}
+    for queue, start, bucket in keys:
+        buckets_of.setdefault((queue, start), set()).add(bucket)
+    runs: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+    for (queue, start), found in sorted(buckets_of.items()):
+        runs.setdefault((queue, tuple(sorted(found))), []).append(start)
+    queries: list[tuple[str, list[int], tuple[int, ...]]] = []
+    for (queue, shape), starts in runs.items():
+        for b in range(0, len(shape), per_query):
+            buckets = shape[b : b + per_query]
+            step = max(1, per_query // len(buckets))
+            queries += [(queue, starts[i : i + step], buckets) for i in range(0, len(starts), step)]
+    return queries
+
+
+def _partitions_text(table: str, query: tuple[str, list[int], tuple[int, ...]]) -> str:
+    """`table` partitions of one query, as an operator finds them again (UTC slice starts)."""
+    queue, starts, buckets = query
+
+    def utc(epoch: int) -> str:
+        return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    span = utc(starts[0]) if len(starts) == 1 else f"{utc(starts[0])}..{utc(starts[-1])}"
+    kept = f"{buckets[0]}" if len(buckets) == 1 else f"{buckets[0]}..{buckets[-1]}"
+    return f"{table} partitions {queue}/{span}/{kept}"
+
+
+def _pages(result: Any, where: str, partitions: str) -> Iterator[Any]:
+    """The pages of rows of one query's result, fetched one after another."""
     from cassandra import OperationTimedOut, ReadTimeout, Unavailable
 
     while True:
@@ -227,8 +271,8 @@ def _pages(result: Any, where: str, table: str, key: tuple[str, int, int]) -> It
             result.fetch_next_page()
         except (OperationTimedOut, ReadTimeout, Unavailable) as exc:
             raise ServerUnavailable(
-                f"Cassandra at {where} stopped answering while reading {table} partition "
-                f"{key[0]}/{key[1]}/{key[2]}: {type(exc).__name__}"
+                f"Cassandra at {where} stopped answering while reading {partitions}: "
+                f"{type(exc).__name__}"
             ) from None
 
 
@@ -247,6 +291,9 @@ class LiveOptions:
     # the latest configuration's slice window and buckets (the audit's default: a lookback
     # before contentStart, on every window and bucket of the history).
     from_browse_start: bool = False
+    # Enumerated partitions one query reads (IN on slices and buckets); lower it for a cluster
+    # whose guardrail refuses larger IN products.
+    partitions_per_query: int = DEFAULT_PARTITIONS_PER_QUERY
 
 
 def _small_table(session: Any, keyspace: str, table: str, columns: str) -> list[Any]:
@@ -408,6 +455,7 @@ def _enumerated_entries(
         "bucket_count": str(buckets),
         "consistency": options.consistency,
         "columns": ",".join(options.columns),
+        "partitions_per_query": str(options.partitions_per_query),
     }
     for key, value in settings.items():
         reader = reader.option(key, value)

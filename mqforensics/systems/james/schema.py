@@ -19,6 +19,8 @@ BROWSE_START_TABLE = "browsestart"
 CONTENT_START_TABLE = "contentstart"
 EVENT_STORE_TABLE = "eventstore"
 
+# Enumerated enqueued partitions (a queue's slices x buckets) one live query reads with IN.
+PARTITIONS_PER_QUERY = 20
 CONFIG_AGGREGATE = "CassandraMailQueueViewConfiguration"
 STORAGE_STRATEGY_AGGREGATE = "BlobStoreStorageStrategyConfiguration"
 

@@ -5,9 +5,9 @@ Sources: a live cluster (``--cassandra``) or a directory of table exports (``--s
 the default blob bucket optionally, as a live listing (``--blobs``), an S3 Inventory report
 (``--blob-inventory``), a local copy (``--blob-dir``) or a saved listing (``--blob-listing``).
 Options that only mean something for a live read (``--scan``, ``--since``, ``--queue``,
-``--consistency``) are refused with ``--snapshot``, never ignored, and a missing local path is
-an InputError before Spark starts. The plan header gets where the state was read from, as
-``host:port`` and ``s3://bucket`` only: never a credential.
+``--consistency``, ``--partitions-per-query``) are refused with ``--snapshot``, never ignored,
+and a missing local path is an InputError before Spark starts. The plan header gets where the
+state was read from, as ``host:port`` and ``s3://bucket`` only: never a credential.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from urllib.parse import urlparse
 from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, declare_login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.spec import AuditArgs, Loaded
-from mqforensics.units import parse_duration, parse_instant, utc_text
+from mqforensics.systems.james.schema import PARTITIONS_PER_QUERY
+from mqforensics.units import counter, parse_duration, parse_instant, utc_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,7 +36,8 @@ DEFAULT_KEYSPACE = "apache_james"
 DEFAULT_CONSISTENCY = "LOCAL_QUORUM"
 # Options that only a live read uses: (dest, flag).
 LIVE_ONLY = (("scan", "--scan"), ("since", "--since"), ("queue", "--queue"),
-             ("consistency", "--consistency"))  # fmt: skip
+             ("consistency", "--consistency"),
+             ("partitions_per_query", "--partitions-per-query"))  # fmt: skip
 
 
 def add_source_options(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +73,12 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     live.add_argument(
         "--consistency", metavar="LEVEL",
         help=f"Cassandra consistency level of the reads (default: {DEFAULT_CONSISTENCY})",
+    )  # fmt: skip
+    live.add_argument(
+        "--partitions-per-query", metavar="N",
+        type=counter("--partitions-per-query", "a positive integer", minimum=1),
+        help=f"enumerated partitions one query reads with IN (default: "
+        f"{PARTITIONS_PER_QUERY}); lower it if the cluster's guardrail refuses the reads",
     )  # fmt: skip
     parser.add_argument(
         "--keyspace", default=DEFAULT_KEYSPACE, metavar="NAME",
@@ -202,6 +210,7 @@ def read_state(
             queues=tuple(args.queue),
             since=args.since,
             consistency=args.consistency or DEFAULT_CONSISTENCY,
+            partitions_per_query=args.partitions_per_query or PARTITIONS_PER_QUERY,
         )
         state = read_live(spark, cassandra_endpoint(args.cassandra), options, as_of=as_of)
     else:

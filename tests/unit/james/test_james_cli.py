@@ -223,7 +223,8 @@ def no_spark(monkeypatch):
 @pytest.mark.parametrize(
     ("extra", "flag"),
     [(["--scan"], "--scan"), (["--since", "2026-11-01T00:00:00Z"], "--since"),
-     (["--queue", "spool"], "--queue"), (["--consistency", "ONE"], "--consistency")],
+     (["--queue", "spool"], "--queue"), (["--consistency", "ONE"], "--consistency"),
+     (["--partitions-per-query", "4"], "--partitions-per-query")],
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["audit", "validate", "plan"])
 def test_live_only_options_are_refused_with_a_snapshot(
@@ -237,6 +238,18 @@ def test_live_only_options_are_refused_with_a_snapshot(
     assert err == (
         f"mqforensics: error: ConfigError: {flag} is for a live read (--cassandra): it cannot be "
         "given with --snapshot"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "many"])
+def test_a_bad_partitions_per_query_fails_before_spark_starts(no_spark, tmp_path, capsys, bad):
+    argv = ["audit", "james", "--cassandra", "127.0.0.1:1", f"--partitions-per-query={bad}",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"mqforensics: error: ConfigError: --partitions-per-query {bad!r} is not a positive integer"
     )
     assert not (tmp_path / "out").exists()
 

@@ -5,7 +5,11 @@ import json
 import pytest
 
 from mqforensics.errors import ConfigError
-from mqforensics.systems.james.live import JamesEnqueuedReader
+from mqforensics.systems.james.live import (
+    JamesEnqueuedReader,
+    enumerate_partitions,
+    partition_queries,
+)
 
 
 def options(**extra):
@@ -19,7 +23,34 @@ def test_partitions_are_chunked_by_the_chunk_option():
     assert [len(c.keys) for c in chunks] == [3, 3]
 
 
-@pytest.mark.parametrize("option", ["chunk", "concurrency", "page_size"])
+@pytest.mark.parametrize(("per_query", "fullest"), [(1, 1), (3, 3), (4, 4), (20, 20), (100, 40)])
+def test_partition_queries_read_each_enumerated_partition_once(per_query, fullest):
+    import random
+
+    rng = random.Random(per_query)
+    # Two queues; slices of 900 s with four buckets, a slice cut by a Spark chunk's end (only
+    # buckets 0-1), and a gap in the slices.
+    keys = enumerate_partitions({"spool": (0, 9000), "relay": (3600, 7200)}, 900, 4)
+    keys = [k for k in keys if k[1] != 2700] + [("bounces", 1800, 0), ("bounces", 1800, 1)]
+    rng.shuffle(keys)
+    queries = partition_queries(keys, per_query)
+    products = [(q, s, b) for q, starts, buckets in queries for s in starts for b in buckets]
+    assert sorted(products) == sorted(keys)  # every partition, each once
+    assert all(len(starts) * len(buckets) <= per_query for _, starts, buckets in queries)
+    # As full as the limit lets them be: spool's ten whole slices (40 partitions) in one query.
+    assert max(len(starts) * len(buckets) for _, starts, buckets in queries) == fullest
+
+
+def test_partition_queries_split_more_buckets_than_one_query_reads():
+    keys = enumerate_partitions({"spool": (0, 900)}, 900, 5)
+    assert partition_queries(keys, 2) == [
+        ("spool", [0], (0, 1)), ("spool", [900], (0, 1)),
+        ("spool", [0], (2, 3)), ("spool", [900], (2, 3)),
+        ("spool", [0, 900], (4,)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("option", ["chunk", "concurrency", "page_size", "partitions_per_query"])
 @pytest.mark.parametrize("bad", ["0", "-1", "many"])
 def test_a_bad_count_option_is_a_config_error(option, bad):
     with pytest.raises(ConfigError, match=f"option '{option}' must be a positive integer"):
