@@ -54,6 +54,9 @@ _CLUSTER_CORES = 8
 LOCAL_ROWS = 16
 
 
+# The Python worker daemon of our sessions (`spark.python.daemon.module`).
+PYTHON_DAEMON = "mqforensics.spark_daemon"
+
 # The file the JVM's stderr and py4j's log go to, once this process launched a JVM.
 _LOG_FILE: Path | None = None
 
@@ -173,6 +176,9 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             # audits about 0.5 s faster).
             .config("spark.sql.codegen.useIdInClassName", "false")
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
+            # Workers import the installed PySpark, not Spark's zips: each zip costs every
+            # Python task a re-read of its directory (mqforensics/spark_daemon.py).
+            .config("spark.python.daemon.module", PYTHON_DAEMON)
             .config("spark.driver.extraJavaOptions", " ".join(_driver_java_options(log_config)))
         )
         if master.startswith("local"):

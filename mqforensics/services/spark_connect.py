@@ -41,6 +41,8 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.local.dir": str(server.data),
+        # Its Python workers import the installed PySpark (mqforensics/spark_daemon.py).
+        "spark.python.daemon.module": "mqforensics.spark_daemon",
         # Names the server directory on the command line (see ServerDir.owned_pid).
         "spark.mqforensics.server": str(server.path),
     }

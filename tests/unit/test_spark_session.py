@@ -19,6 +19,44 @@ def test_python_workers_run_this_interpreter(spark):
     assert os.path.realpath(worker.first()) == os.path.realpath(sys.executable)
 
 
+def test_python_workers_import_the_installed_pyspark_not_sparks_archives(spark):
+    def where(_):
+        import sys
+
+        import pyspark
+
+        return pyspark.__file__, [p for p in sys.path if p.endswith((".zip", ".jar"))]
+
+    module, archives = spark.sparkContext.parallelize([0], 1).map(where).first()
+    import pyspark
+
+    assert module == pyspark.__file__  # the driver's: the installed package
+    assert not [a for a in archives if "pyspark" in a or "spark-core" in a]
+
+
+def test_spark_archives_are_dropped_only_for_the_same_installed_pyspark(tmp_path):
+    import zipfile
+
+    from mqforensics.spark_daemon import unarchived_path
+
+    installed = tmp_path / "site-packages"
+    (installed / "pyspark").mkdir(parents=True)
+    (installed / "pyspark" / "version.py").write_text('__version__: str = "4.1.4"\n')
+    archive = tmp_path / "lib" / "pyspark.zip"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("pyspark/version.py", '__version__: str = "4.1.4"\n')
+    py4j = str(tmp_path / "lib" / "py4j-0.10.9.9-src.zip")
+    jar = str(tmp_path / "spark-core_2.13.jar")
+    user = str(tmp_path / "deps.zip")  # a user's archive stays
+    path = [str(tmp_path), str(archive), py4j, jar, user, str(installed)]
+    assert unarchived_path(path) == [str(tmp_path), user, str(installed)]
+    # Another installed version, or none: the path is left as Spark made it.
+    (installed / "pyspark" / "version.py").write_text('__version__: str = "4.0.0"\n')
+    assert unarchived_path(path) == path
+    assert unarchived_path([str(archive), py4j]) == [str(archive), py4j]
+
+
 def test_local_driver_runs_the_throughput_collector_and_splits_files_per_core(spark):
     collectors = {
         bean.getName()
