@@ -13,12 +13,18 @@ once: the controller owns the session's root and stops its servers at the end; t
 it (``MQF_TEST_SESSION_ROOT``), the first to need a server starting it. Each test module goes to
 one worker whole (its module fixtures are set up once); modules that read one server's whole
 state (every Cyrus integration module audits the live ``mailboxes.db``) share a group and so
-run one after another.
+run one after another. The longest work units go first (their seconds in a recent run,
+``tests/work_unit_seconds.json``, written by ``pytest -n 2 --record-work-units``), so that no
+long module starts last while the other worker has nothing left; a unit not in the file counts
+as the median one. Stale seconds only change that order.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -47,12 +53,32 @@ def pytest_configure(config: pytest.Config) -> None:
 SERIAL_GROUPS = {("integration", "cyrus"): "cyrus-server"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Seconds each work unit took in a recent `make test` (see the module docstring).
+WORK_UNIT_SECONDS = TESTS / "work_unit_seconds.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-work-units", action="store_true",
+        help=f"record the seconds each work unit took in {WORK_UNIT_SECONDS.name} (under -n)",
+    )  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     known = set(systems.names())
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if len(parts) > 2 and parts[0] in ("unit", "integration") and parts[1] in known:
             item.add_marker(getattr(pytest.mark, parts[1]))
+    if hasattr(config, "workerinput"):  # the controller schedules units in collection order
+        items.sort(key=longest_first(json.loads(WORK_UNIT_SECONDS.read_text())))
+
+
+def longest_first(seconds: dict[str, float]):
+    """A sort key of items: their work unit's recorded seconds, longest first (a unit not
+    recorded as the median one); a unit's items stay together and in their order."""
+    typical = statistics.median(seconds.values()) if seconds else 0.0
+    return lambda item: -seconds.get(work_unit(item.nodeid), typical)
 
 
 def work_unit(nodeid: str) -> str:
@@ -70,7 +96,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
 
+    config.option.loadscopereorder = False  # units in collection order: the longest first
     return ByWorkUnit(config, log)
+
+
+_unit_seconds: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _unit_seconds[work_unit(report.nodeid)] += report.duration
 
 
 _start_failed = False
@@ -134,6 +168,13 @@ def _recorded_servers(session: Harness) -> dict[str, dict]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.getoption("record_work_units") and _is_xdist_controller(session.config):
+        # Merged: a run of some modules updates theirs and keeps the others'.
+        recorded = json.loads(WORK_UNIT_SECONDS.read_text()) | {
+            unit: round(seconds, 1) for unit, seconds in _unit_seconds.items()
+        }
+        ordered = dict(sorted(recorded.items(), key=lambda kv: -kv[1]))
+        WORK_UNIT_SECONDS.write_text(json.dumps(ordered, indent=1) + "\n")
     if isinstance(_harness, TestSession):
         if not _used:  # xdist: the workers started them; the summary is printed after this
             _used.update(_recorded_servers(_harness))
