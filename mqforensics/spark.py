@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics import spark_daemon
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
@@ -53,9 +55,6 @@ _CLUSTER_CORES = 8
 # (each value is bound through the JVM gateway: a few rows are quicker, hundreds slower).
 LOCAL_ROWS = 16
 
-
-# The Python worker daemon of our sessions (`spark.python.daemon.module`).
-PYTHON_DAEMON = "mqforensics.spark_daemon"
 
 # The file the JVM's stderr and py4j's log go to, once this process launched a JVM.
 _LOG_FILE: Path | None = None
@@ -178,7 +177,7 @@ def session(app_name: str = "mqforensics", *, ui: bool = True) -> SparkSession:
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
             # Workers import the installed PySpark, not Spark's zips: each zip costs every
             # Python task a re-read of its directory (mqforensics/spark_daemon.py).
-            .config("spark.python.daemon.module", PYTHON_DAEMON)
+            .config("spark.python.daemon.module", spark_daemon.__name__)
             .config("spark.driver.extraJavaOptions", " ".join(_driver_java_options(log_config)))
         )
         if master.startswith("local"):

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from mqforensics import spark_daemon
 from mqforensics.errors import ServiceStartError
 from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
 
@@ -42,7 +43,7 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "spark.sql.session.timeZone": "UTC",
         "spark.local.dir": str(server.data),
         # Its Python workers import the installed PySpark (mqforensics/spark_daemon.py).
-        "spark.python.daemon.module": "mqforensics.spark_daemon",
+        "spark.python.daemon.module": spark_daemon.__name__,
         # Names the server directory on the command line (see ServerDir.owned_pid).
         "spark.mqforensics.server": str(server.path),
     }

@@ -42,12 +42,9 @@ if TYPE_CHECKING:
 
 # The enqueued table's columns with their CQL types (V3's non-frozen collections read the same).
 ENQUEUED_COLUMNS = schema.TABLE_COLUMNS["enqueuedmailsv4"]
-PARTITION_KEY = ("queuename", "timerangestart", "bucketid")
 # Enumerated Cassandra partitions per Spark task: a task costs a fixed setup, and James's
 # partitions are small (one slice of one bucket).
 DEFAULT_CHUNK = 1024
-# Partitions (slices x buckets of a queue) one query reads with IN: see partition_queries.
-DEFAULT_PARTITIONS_PER_QUERY = schema.PARTITIONS_PER_QUERY
 DEFAULT_LOOKBACK = dt.timedelta(days=7)
 # Markers are two short strings (a page is a few megabytes): Cassandra spends less per marker
 # in fewer, larger pages of its token-range scan.
@@ -133,7 +130,7 @@ class JamesEnqueuedReader(DataSourceReader):
         positive_count(self.options.get("concurrency", "16"), "concurrency")
         positive_count(self.options.get("page_size", "5000"), "page_size")
         positive_count(
-            self.options.get("partitions_per_query", str(DEFAULT_PARTITIONS_PER_QUERY)),
+            self.options.get("partitions_per_query", str(schema.PARTITIONS_PER_QUERY)),
             "partitions_per_query",
         )
         return [SliceChunk(keys[i : i + chunk]) for i in range(0, len(keys), chunk)] or [
@@ -174,7 +171,7 @@ class JamesEnqueuedReader(DataSourceReader):
         )
         statement.fetch_size = positive_count(self.options.get("page_size", "5000"), "page_size")
         per_query = positive_count(
-            self.options.get("partitions_per_query", str(DEFAULT_PARTITIONS_PER_QUERY)),
+            self.options.get("partitions_per_query", str(schema.PARTITIONS_PER_QUERY)),
             "partitions_per_query",
         )
         queries = partition_queries(partition.keys, per_query)
@@ -293,7 +290,7 @@ class LiveOptions:
     from_browse_start: bool = False
     # Enumerated partitions one query reads (IN on slices and buckets); lower it for a cluster
     # whose guardrail refuses larger IN products.
-    partitions_per_query: int = DEFAULT_PARTITIONS_PER_QUERY
+    partitions_per_query: int = schema.PARTITIONS_PER_QUERY
 
 
 def _small_table(session: Any, keyspace: str, table: str, columns: str) -> list[Any]:
