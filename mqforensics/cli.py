@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from mqforensics import __version__, credentials, demo, planning, runner
+from mqforensics import __version__, credentials, demo, planning, prepare_spark, runner
 from mqforensics.credentials import HIDDEN, mask_secrets
 from mqforensics.errors import ConfigError, MqfError, explain
 from mqforensics.privacy import pseudonymize_text
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_validate_parser(commands)
     planning.add_plan_parser(commands)
     services_cli.add_parser(commands)
+    prepare_spark.add_parser(commands)
     retention_cli.add_report_parser(commands)
     retention_cli.add_approve_parser(commands)
     purge_cli.add_parser(commands)

@@ -15,9 +15,15 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mqforensics import systems
 from mqforensics.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from mqforensics.spec import Sample, System
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -46,18 +52,28 @@ def compare_with_ground_truth(rows: list[dict], truth_file: Path) -> tuple[int, 
 
 def run(args: argparse.Namespace) -> int:
     from mqforensics import runner
-    from mqforensics.cli import build_parser
-    from mqforensics.findings import summarise
     from mqforensics.spark import describe, session
-    from mqforensics.units import utc_text
-    from mqforensics.views.progress import spark_progress
 
     spec = systems.get(args.system)
+    runner.check_out(args.out)
+    sample, audit_args = sample_audit(spec, args.out)
+    started = time.monotonic()
+    spark = session("mqforensics-demo")
+    print(f"Spark {spark.version} ({describe(spark)}) started in "
+          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+    return run_sample(spark, spec, sample, audit_args, args.out)
+
+
+def sample_audit(spec: System, out: Path) -> tuple[Sample, argparse.Namespace]:
+    """`spec`'s bundled sample (written under ``out/sample`` when it is generated) and the
+    arguments of its audit into `out`, checked as an audit's are before Spark starts."""
+    from mqforensics import runner
+    from mqforensics.cli import build_parser
+
     if spec.sample is None:
         raise ConfigError(f"{spec.name} has no bundled sample")
-    runner.check_out(args.out)
-    sample = spec.sample(args.out / "sample")
-    argv = ["audit", spec.name, *sample.argv, "--out", str(args.out)]
+    sample = spec.sample(out / "sample")
+    argv = ["audit", spec.name, *sample.argv, "--out", str(out)]
     if sample.as_of:
         argv += ["--as-of", sample.as_of]
     if sample.policy is not None:
@@ -65,17 +81,27 @@ def run(args: argparse.Namespace) -> int:
         argv += ["--erasure-policy", str(sample.policy)]
     audit_args = build_parser().parse_args(argv)
     runner.check_before_spark(spec, audit_args)
-    started = time.monotonic()
-    spark = session("mqforensics-demo")
-    print(f"Spark {spark.version} ({describe(spark)}) started in "
-          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+    return sample, audit_args
+
+
+def run_sample(
+    spark: SparkSession, spec: System, sample: Sample, audit_args: argparse.Namespace, out: Path
+) -> int:
+    """Audit `sample` (`sample_audit`), compare the findings with its ground truth and plan
+    their cleanup with its policy into ``out/plan``, printing each step; 0 when the findings
+    match the ground truth, else 1."""
+    from mqforensics import runner
+    from mqforensics.findings import summarise
+    from mqforensics.units import utc_text
+    from mqforensics.views.progress import spark_progress
+
     with spark_progress(spark, f"demo audit {spec.name}"):
         result = runner.audit(spark, spec, audit_args)
     result.loaded.close()
     rows = result.findings
     print(f"{spec.title}: {result.loaded.source}, judged at {utc_text(result.as_of)}:")
     print(summarise(rows))
-    print(f"Wrote {args.out / 'findings.json'}, findings.parquet and manifest.json")
+    print(f"Wrote {out / 'findings.json'}, findings.parquet and manifest.json")
     status = 0
     if sample.ground_truth is not None and sample.ground_truth.exists():
         expected, missing, unexpected = compare_with_ground_truth(rows, sample.ground_truth)
@@ -88,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  unexpected: {item}")
         status = 0 if not missing and not unexpected else 1
     if sample.policy is not None:
-        plan_demo(args.out, sample.policy, args.out / "plan")
+        plan_demo(out, sample.policy, out / "plan")
     return status
 
 

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics import spark_daemon
+from mqforensics import spark_archive, spark_daemon
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -263,6 +263,8 @@ def _driver_java_options(log_config: Path) -> list[str]:
         # two cores on garbage collection than the default G1 (bench/: 10% faster audits, the
         # bare scan unchanged).
         options.append("-XX:+UseParallelGC")
+    # Classes mapped from the archive `mqforensics prepare-spark` recorded, if there is one.
+    options += spark_archive.driver_options()
     return options
 
 
