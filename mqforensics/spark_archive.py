@@ -8,13 +8,15 @@ archive instead (dynamic class data sharing, JDK 13 and later). ``mqforensics pr
 (``-XX:ArchiveClassesAtExit``), then moves it into place; `driver_options` gives every later
 local driver JVM that archive (``-XX:SharedArchiveFile``).
 
-The archive lives in the user's cache directory (``~/.cache/mqforensics/spark-cds/``), named by
-a digest of the JVM (its home and the build of its ``libjvm.so``) and of Spark's jars, so an
-upgraded JDK or PySpark records an archive of its own, and by its size: the JVM crashes (SIGBUS)
-mapping a truncated archive, so a file whose size is not its name's is never given to it. An
-archive whose JDK build or class path differs from the JVM's is ignored by the JVM itself
-(``-Xshare:auto``): it costs the speed-up, never a failure, and the JVM's warning goes to the
-driver's log file (stderr), not to the terminal (stdout, where the JVM logs by default).
+The archive lives in the user's cache directory, in a folder of its Spark home
+(``~/.cache/mqforensics/spark-cds/HOME/``: the JVM uses an archive only with the class path it
+was recorded with). It is named by a digest of the JVM (its home and the build of its
+``libjvm.so``) and of Spark's jars, so an upgraded JDK or PySpark records an archive of its own,
+and by its size: the JVM crashes (SIGBUS) mapping a truncated archive, so a file whose size is
+not its name's is never given to it. An archive whose JDK build or class path differs from the
+JVM's is ignored by the JVM itself (``-Xshare:auto``): it costs the speed-up, never a failure,
+and the JVM's warning goes to the driver's log file (stderr), not to the terminal (stdout, where
+the JVM logs by default).
 
 ``MQF_SPARK_CDS=0`` starts driver JVMs without the archive.
 """
@@ -77,9 +79,17 @@ def archive_key() -> str | None:
 
 
 def archive_dir() -> Path:
+    """The folder of this Spark home's archives: the JVM accepts an archive only for the class
+    path it was recorded with, so each installation (each virtualenv) has its own, which holds
+    the installation's path in ``spark_home``."""
     from mqforensics.services.cache import cache_dir
 
-    return cache_dir("spark-cds")
+    home = str(spark_home())
+    folder = cache_dir("spark-cds", hashlib.sha256(home.encode()).hexdigest()[:16])
+    marker = folder / "spark_home"
+    if not marker.is_file():
+        marker.write_text(home + "\n")
+    return folder
 
 
 def find_archive(key: str | None = None) -> Path | None:
@@ -159,11 +169,19 @@ def record(workload: Callable[[SparkSession], object]) -> Path:
 
 
 def remove_others(keep: Path) -> list[Path]:
-    """Delete every archive but `keep` (older JDKs' or Sparks'), and what recordings that
-    failed left; those removed."""
+    """Delete this Spark home's archives but `keep` (another JDK's or Spark's), what failed
+    recordings left, and the archives of Spark homes that no longer exist (a removed
+    virtualenv); those removed."""
     removed = []
     for other in [*keep.parent.glob("driver-*.jsa"), *keep.parent.glob(".driver-*.part")]:
         if other != keep:
             other.unlink(missing_ok=True)
             removed.append(other)
+    for folder in keep.parent.parent.iterdir():
+        marker = folder / "spark_home"
+        if folder == keep.parent or not marker.is_file():
+            continue
+        if not Path(marker.read_text().strip()).is_dir():
+            removed += sorted(folder.glob("driver-*.jsa"))
+            shutil.rmtree(folder, ignore_errors=True)
     return removed

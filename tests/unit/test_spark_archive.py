@@ -23,7 +23,7 @@ def mapped_archives(pid: int) -> set[str]:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    """An empty cache directory, and a Spark home of two jars."""
+    """The archive folder of a Spark home of two jars, in an empty cache directory."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("MQF_SPARK_CDS", raising=False)
     monkeypatch.delenv("MQF_SPARK_CDS_RECORD", raising=False)
@@ -32,7 +32,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     for name in ("spark-core_2.13-4.1.4.jar", "spark-sql_2.13-4.1.4.jar"):
         (home / "jars" / name).write_bytes(b"PK" + name.encode())
     monkeypatch.setattr(spark_archive, "spark_home", lambda: home)
-    return tmp_path / "cache" / "mqforensics" / "spark-cds"
+    return spark_archive.archive_dir()
 
 
 def test_the_test_sessions_driver_maps_the_archive_prepare_spark_recorded(spark, capsys):
@@ -52,7 +52,6 @@ def test_the_test_sessions_driver_maps_the_archive_prepare_spark_recorded(spark,
 def test_an_archive_is_used_only_under_its_own_key_and_size(cache):
     assert driver_options() == []  # none recorded yet
     key = spark_archive.archive_key()
-    cache.mkdir(parents=True, exist_ok=True)
     archive = cache / f"driver-{key}-5.jsa"
     archive.write_bytes(b"12345")
     assert find_archive() == archive
@@ -68,7 +67,6 @@ def test_an_archive_is_used_only_under_its_own_key_and_size(cache):
 
 
 def test_none_when_disabled_and_the_recording_file_while_recording(cache, monkeypatch):
-    cache.mkdir(parents=True, exist_ok=True)
     archive = cache / f"driver-{spark_archive.archive_key()}-1.jsa"
     archive.write_bytes(b"1")
     monkeypatch.setenv("MQF_SPARK_CDS", "0")
@@ -100,3 +98,23 @@ def test_a_jvm_that_cannot_use_the_archive_starts_and_prints_nothing_on_stdout()
         [str(home / "bin" / "java"), *options[:2], "-version"], capture_output=True, text=True
     )
     assert "Unable to use shared archive" in bare.stdout
+
+
+def test_recording_anew_removes_superseded_archives_and_those_of_removed_installations(
+    cache, tmp_path
+):
+    key = spark_archive.archive_key()
+    kept, older = cache / f"driver-{key}-1.jsa", cache / "driver-0123456789abcdef-1.jsa"
+    failed = cache / f".driver-{key}.4242.part"
+    for path in (kept, older, failed):
+        path.write_bytes(b"1")
+    assert (cache / "spark_home").read_text() == f"{spark_archive.spark_home()}\n"
+    elsewhere, gone = cache.parent / "living", cache.parent / "gone"
+    for folder, home in ((elsewhere, tmp_path), (gone, tmp_path / "removed-venv")):
+        folder.mkdir()
+        (folder / "spark_home").write_text(f"{home}\n")
+        (folder / "driver-fedcba9876543210-1.jsa").write_bytes(b"1")
+    removed = spark_archive.remove_others(kept)
+    assert sorted(removed) == sorted([older, failed, gone / "driver-fedcba9876543210-1.jsa"])
+    assert sorted(p.name for p in cache.iterdir()) == [kept.name, "spark_home"]
+    assert not gone.exists() and (elsewhere / "driver-fedcba9876543210-1.jsa").is_file()
