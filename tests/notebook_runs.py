@@ -16,12 +16,14 @@ def run_notebook_copy(
     notebook: Path, tmp_path: Path, env: dict[str, str], *, drop: tuple[str, ...] = ()
 ) -> tuple[int, str]:
     """(exit status, output without colours) of nbmake on a copy of `notebook` (so nothing is
-    written beside the real one), with `env` over this process's environment (less `drop`)
-    and ``MQF_NOTEBOOK_OUT`` set to ``tmp_path/out``."""
+    written beside the real one), with `env` over this process's environment (less `drop` and
+    ``PYTEST_ADDOPTS``) and ``MQF_NOTEBOOK_OUT`` set to ``tmp_path/out``."""
     copy = tmp_path / "validation" / notebook.name
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(notebook, copy)
-    inherited = {k: v for k, v in os.environ.items() if k not in drop}
+    # The options of the pytest running this test (``PYTEST_ADDOPTS``) are not a scheduler's.
+    skipped = {*drop, "PYTEST_ADDOPTS"}
+    inherited = {k: v for k, v in os.environ.items() if k not in skipped}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbmake", str(copy), "-q", "-p", "no:cacheprovider"],
         cwd=ROOT,

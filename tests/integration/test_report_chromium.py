@@ -116,11 +116,17 @@ def _executed(notebook: Path, tmp_path: Path) -> Path:
     executed = tmp_path / notebook.name
     shutil.copyfile(notebook, executed)
     node = nbformat.read(str(executed), as_version=4)
+    # The kernel inherits it; restored after, since a worker running the validation notebooks
+    # under nbmake has one of its own (notebooks/conftest.py).
+    before = os.environ.get("MQF_NOTEBOOK_OUT")
     os.environ["MQF_NOTEBOOK_OUT"] = str(tmp_path / "out")
     try:
         NotebookClient(node, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
-        del os.environ["MQF_NOTEBOOK_OUT"]
+        if before is None:
+            del os.environ["MQF_NOTEBOOK_OUT"]
+        else:
+            os.environ["MQF_NOTEBOOK_OUT"] = before
     nbformat.write(node, str(executed))
     return executed
 
