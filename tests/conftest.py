@@ -36,8 +36,9 @@ from tests.spark_jit import use_quick_jit
 
 _harness: Harness | None = None
 # A test under tests/unit/<system>/ or tests/integration/<system>/ is marked <system>, so one
-# system's tests run alone: `pytest -m cyrus`.
+# system's tests run alone: `pytest -m cyrus` (its validation notebook too, under --nbmake).
 TESTS = Path(__file__).resolve().parent
+VALIDATION_NOTEBOOKS = TESTS.parent / "notebooks" / "validation"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,12 +65,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def system_of(path: Path) -> str | None:
+    """The system whose marker a test file gets: ``tests/{unit,integration}/<system>/...``, or a
+    validation notebook ``notebooks/validation/<system>_quality.ipynb`` run under nbmake."""
     known = set(systems.names())
-    for item in items:
-        parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
+    if path.is_relative_to(TESTS):
+        parts = path.relative_to(TESTS).parts
         if len(parts) > 2 and parts[0] in ("unit", "integration") and parts[1] in known:
-            item.add_marker(getattr(pytest.mark, parts[1]))
+            return parts[1]
+    elif path.parent == VALIDATION_NOTEBOOKS and path.stem.partition("_")[0] in known:
+        return path.stem.partition("_")[0]
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        system = system_of(Path(str(item.fspath)).resolve())
+        if system is not None:
+            item.add_marker(getattr(pytest.mark, system))
     if hasattr(config, "workerinput"):  # the controller schedules units in collection order
         items.sort(key=longest_first(json.loads(WORK_UNIT_SECONDS.read_text())))
 
