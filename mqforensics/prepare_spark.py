@@ -1,7 +1,8 @@
 """`mqforensics prepare-spark`: record the Spark driver JVM's class data archive
 (`spark_archive`) while auditing and planning every registered system's bundled sample, so that
-later commands, notebook kernels and tests start Spark sooner. ``make setup`` runs it; it does
-nothing when the archive of this JVM and this Spark exists already (``--force`` records anew).
+later commands, notebook kernels and tests start Spark sooner. ``make test``, ``make test-unit``
+and ``make prepare-spark`` run it; it does nothing when the archive of this JVM and this Spark
+exists already (``--force`` records anew).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "prepare-spark",
         help="record a class data archive that makes Spark's driver JVM start sooner "
-        "(make setup runs it)",
+        "(make test runs it)",
     )
     parser.add_argument("--force", action="store_true", help="record it again even when it exists")
     parser.set_defaults(run=run)

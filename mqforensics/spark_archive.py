@@ -92,11 +92,11 @@ def archive_dir() -> Path:
     return folder
 
 
-def find_archive(key: str | None = None) -> Path | None:
+def find_archive() -> Path | None:
     """The archive of this JVM and this Spark, None if there is none. Its name carries its
     size (``driver-KEY-SIZE.jsa``): a file of another size is not used, since the JVM crashes
     (SIGBUS) mapping a truncated archive rather than ignoring it."""
-    key = key or archive_key()
+    key = archive_key()
     if key is None:
         return None
     for path in sorted(archive_dir().glob(f"driver-{key}-*.jsa")):

@@ -1,7 +1,8 @@
-"""`pytest --nbmake notebooks -n 2` (make test): each xdist worker writes its notebooks' findings
-and plans under its own ``out/notebooks-<worker>/`` (``MQF_NOTEBOOK_OUT``, which the kernels
-inherit), so two notebooks auditing the same system at once never share a directory. Run
-without workers, or with ``MQF_NOTEBOOK_OUT`` set, nothing changes."""
+"""`pytest --nbmake notebooks -n 2`, and `make test`, which runs the validation notebooks with
+the tests (`pytest tests notebooks/validation --nbmake -n 2`): each xdist worker writes its
+notebooks' findings and plans under its own ``out/notebooks-<worker>/`` (``MQF_NOTEBOOK_OUT``,
+which the kernels inherit), so two notebooks auditing the same system at once never share a
+directory. Run without workers, or with ``MQF_NOTEBOOK_OUT`` set, nothing changes."""
 
 from __future__ import annotations
 
