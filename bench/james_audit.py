@@ -28,6 +28,18 @@ from typing import Any
 from bench import measure
 
 DRIVER_MEMORY = "3g"
+# The C1 compiler alone: quicker for the tiny data of smoke runs (the tests), where the numbers
+# are not read; measurements use the JVM's default JIT.
+QUICK_JIT = "--conf spark.driver.defaultJavaOptions=-XX:TieredStopAtLevel=1"
+
+
+def spark_env(*, quick_jit: bool = False) -> dict[str, str]:
+    """The environment of a measured Spark subject: the fixed driver heap, and C1 alone if
+    `quick_jit` (smoke runs only)."""
+    jit = f"{QUICK_JIT} " if quick_jit else ""
+    return {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {DRIVER_MEMORY} {jit}pyspark-shell"}
+
+
 CACHE = Path(os.environ.get("MQF_BENCH_CACHE") or Path.home() / ".cache" / "mqforensics" / "bench")
 GENERATOR_VERSION = "1"  # bump when the generated data changes
 TABLES = (
@@ -131,13 +143,14 @@ def run(
     with_pandas: bool = True,
     cache: Path | None = None,
     repeats: int = 1,
+    quick_jit: bool = False,
 ) -> list[measure.Measurement]:
     """Generate (or reuse) the snapshot and measure ours, the bare scan and pandas. Ours and
     the scan run `repeats` times each, one after the other (so a machine busier for a while
-    slows both alike), and their medians are kept."""
+    slows both alike), and their medians are kept. `quick_jit`: see `spark_env`."""
     directory = snapshot(entries, cache)
     size = f"{entries:,} entries"
-    spark_env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {DRIVER_MEMORY} pyspark-shell"}
+    env = spark_env(quick_jit=quick_jit)
     ours_out, pandas_out = workdir / "ours", workdir / "pandas"
     module = ["-m", "bench.james_audit", "measure"]
     subjects = [
@@ -149,7 +162,7 @@ def run(
     ours_runs, scan_runs = [], []
     for _ in range(repeats):
         runs = [
-            measure.run_subject("james_audit", subject, role, size, argv, env=spark_env)
+            measure.run_subject("james_audit", subject, role, size, argv, env=env)
             for subject, role, argv in subjects
         ]
         ours_runs.append(runs[0])

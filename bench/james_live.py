@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import measure
-from bench.james_audit import CACHE, DRIVER_MEMORY, snapshot
+from bench.james_audit import CACHE, snapshot, spark_env
 
 ENQUEUED = "enqueuedmailsv4"
 COLUMNS = [
@@ -261,9 +261,11 @@ def run(
     keep_servers: bool = False,
     cassandra: dict[str, Any] | None = None,
     cache: Path | None = None,
+    quick_jit: bool = False,
 ) -> list[measure.Measurement]:
     """Measure both pairs on `entries`; against `cassandra` (connection info of a running
-    server) or one started under the bench cache (stopped afterwards unless `keep_servers`)."""
+    server) or one started under the bench cache (stopped afterwards unless `keep_servers`).
+    `quick_jit`: see `james_audit.spark_env`."""
     from mqforensics.services.harness import Harness
 
     directory = snapshot(entries, cache)
@@ -278,20 +280,17 @@ def run(
         target = ["--cassandra", where, "--keyspace", keyspace]
         child = ["-m", "bench.james_live", "measure"]
         login = _login(info)
-        spark_env = {
-            **login,
-            "PYSPARK_SUBMIT_ARGS": f"--driver-memory {DRIVER_MEMORY} pyspark-shell",
-        }
+        with_spark = {**login, **spark_env(quick_jit=quick_jit)}
         results = [
             measure.run_subject("getsize", "Spark read + browse.sizes", "ours", size,
                                 [*child, "getsize-ours", *target, "--as-of", as_of],
-                                env=spark_env),
+                                env=with_spark),
             measure.run_subject("getsize", "James's browse + per-row isStillEnqueued",
                                 "baseline", size,
                                 [*child, "getsize-james", *target, "--as-of", as_of],
                                 env=login),
             measure.run_subject("live_read", "our Cassandra source (Spark)", "ours", size,
-                                [*child, "read-ours", *target], env=spark_env),
+                                [*child, "read-ours", *target], env=with_spark),
             measure.run_subject("live_read", "cqlsh COPY TO", "baseline", size,
                                 [*child, "read-cqlsh", *target], env=login),
         ]  # fmt: skip

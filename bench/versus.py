@@ -26,12 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _measure(tree: Path, argv: list[str]) -> float:
-    spark_env = {
-        "PYSPARK_SUBMIT_ARGS": f"--driver-memory {james_audit.DRIVER_MEMORY} pyspark-shell"
-    }
     module = ["-m", "bench.james_audit", "measure"]
     run = measure.run_subject(
-        "james_audit", argv[0], "", str(tree), [*module, *argv], env=spark_env, tree=tree
+        "james_audit",
+        argv[0],
+        "",
+        str(tree),
+        [*module, *argv],
+        env=james_audit.spark_env(),
+        tree=tree,
     )
     return run.seconds
 

@@ -66,7 +66,9 @@ def run_in_one_spark(steps: list[dict], work: Path, env: dict[str, str]) -> tupl
     (work / "steps.json").write_text(json.dumps(steps))
     submit = (
         f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={events.as_uri()} "
-        "--conf spark.eventLog.compress=false --conf spark.ui.enabled=false pyspark-shell"
+        "--conf spark.eventLog.compress=false --conf spark.ui.enabled=false "
+        # C1 alone, as every Spark driver of the suite (tests/spark_jit.py).
+        "--conf spark.driver.defaultJavaOptions=-XX:TieredStopAtLevel=1 pyspark-shell"
     )
     full_env = {**os.environ, **env, "PYSPARK_SUBMIT_ARGS": submit,
                 "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}  # fmt: skip

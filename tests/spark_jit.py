@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 
-QUICK_JIT_SUBMIT_ARGS = (
-    "--conf spark.driver.defaultJavaOptions=-XX:TieredStopAtLevel=1 pyspark-shell"
-)
+QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+QUICK_JIT_SUBMIT_ARGS = f"--conf spark.driver.defaultJavaOptions={QUICK_JIT_OPTION} pyspark-shell"
 
 
 def use_quick_jit() -> None:

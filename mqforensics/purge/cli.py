@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from mqforensics.errors import ConfigError
-from mqforensics.units import plural
+from mqforensics.purge.retry import DEFAULT_RETRIES
+from mqforensics.units import counter, plural
 
 MAX_PRINTED_SKIPS = 50
 
@@ -48,6 +49,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="at most N destructive operations per second (each waits before its last check, "
         "never between the check and the delete)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=counter("--retries", "a count of retries (0 or more)"),
+        default=DEFAULT_RETRIES,
+        metavar="N",
+        help="try a call that failed on a transient server error (a timeout, a refused "
+        "connection, an unavailable replica) again up to N times, waiting 0.5 s, 1 s, 2 s, ... "
+        "before each, then stop the run resumably; 0: stop at the first (default: "
+        f"{DEFAULT_RETRIES}). A retried delete goes through its wait and last check again",
     )
     add_system_options(parser)
     parser.set_defaults(run=run)
@@ -101,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_purge(
             plan, executors, apply=args.apply, journal_path=args.journal, rate=args.rate,
-            on_action=bar,
+            on_action=bar, retries=args.retries,
         )  # fmt: skip
     finally:
         if bar is not None:

@@ -43,7 +43,7 @@ from mqforensics.errors import ConfigError, InputError, PlanModified, PlanNotApp
 from mqforensics.purge import faults
 from mqforensics.purge.journal import Journal, read_journal
 from mqforensics.purge.ratelimit import RateLimiter
-from mqforensics.purge.retry import call_with_retries
+from mqforensics.purge.retry import DEFAULT_RETRIES, call_with_retries
 from mqforensics.retention.manifest import JOURNAL, Action, Plan, require_approval
 from mqforensics.units import plural
 
@@ -202,6 +202,7 @@ def run_purge(
     limiter: RateLimiter | None = None,
     out: Callable[[str], None] = print,
     on_action: Callable[[int, int, int], None] | None = None,
+    retries: int = DEFAULT_RETRIES,
 ) -> PurgeResult:
     """Dry-run (``apply=False``: changes nothing, writes no journal) or apply a plan.
 
@@ -211,13 +212,17 @@ def run_purge(
     far is printed; the journal is consistent at that point and a rerun resumes.
     `on_action(handled, total, bytes_freed)` is called after each action (a progress display;
     it sees nothing the journal does not record). `limiter` replaces ``RateLimiter(rate)``.
+    `retries`: how often a call to a server that failed transiently is tried again
+    (`retry.call_with_retries`), 0 for never.
     """
+    if retries < 0:
+        raise ValueError("retries must be at least 0")
     path = Path(journal_path) if journal_path is not None else plan.directory / JOURNAL
     if apply:
         require_approval(plan)
     by_kind = _executors_by_kind(plan, executors)
     if apply:
-        run = _Run(plan, executors, by_kind, path, out, on_action)
+        run = _Run(plan, executors, by_kind, path, out, on_action, retries)
         return run.apply(limiter or RateLimiter(rate))
     try:
         require_approval(plan)
@@ -225,7 +230,7 @@ def run_purge(
         out("plan not approved: --apply would refuse it")
     except (PlanModified, InputError) as exc:
         out(f"approval does not hold for this plan: --apply would refuse it ({exc.message})")
-    return _Run(plan, executors, by_kind, path, out, on_action).dry_run()
+    return _Run(plan, executors, by_kind, path, out, on_action, retries).dry_run()
 
 
 def _executors_by_kind(plan: Plan, executors: Sequence[Executor]) -> dict[str, Executor]:
@@ -307,8 +312,10 @@ class _Run:
         journal_path: Path,
         out: Callable[[str], None],
         on_action: Callable[[int, int, int], None] | None = None,
+        retries: int = DEFAULT_RETRIES,
     ) -> None:
         self.plan = plan
+        self.retries = retries
         self.on_action = on_action
         self.ticks = 0  # actions passed in this run, final ones included
         self.freed = 0  # bytes of the actions done in this run
@@ -346,7 +353,9 @@ class _Run:
         def classify(exc: BaseException) -> str | None:
             return None if isinstance(exc, TargetChanged) else executor.classify(exc)
 
-        return call_with_retries(fn, classify=classify, what=what, on_retry=self.out)
+        return call_with_retries(
+            fn, classify=classify, what=what, attempts=self.retries + 1, on_retry=self.out
+        )
 
     def _census(self) -> dict[str, Any]:
         census: dict[str, Any] = {}

@@ -15,8 +15,13 @@ from typing import TypeVar
 
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import AuthenticationFailed, ServerUnavailable, explain
+from mqforensics.units import plural
 
 T = TypeVar("T")
+
+# Retries of a transient error per call (`mqforensics purge --retries`): with the delays doubling
+# from 0.5 s, a server away for about 15 s is waited out before the run stops.
+DEFAULT_RETRIES = 5
 
 
 def one_line(exc: BaseException) -> str:
@@ -34,7 +39,7 @@ def call_with_retries(
     *,
     classify: Callable[[BaseException], str | None],
     what: str,
-    attempts: int = 6,
+    attempts: int = DEFAULT_RETRIES + 1,
     base_delay: float = 0.5,
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[str], None] | None = None,
@@ -69,7 +74,7 @@ def call_with_retries(
                 raise
             if attempt >= attempts:
                 raise ServerUnavailable(
-                    f"{what}: gave up after {attempts} attempts: {one_line(exc)}"
+                    f"{what}: gave up after {plural(attempts, 'attempt')}: {one_line(exc)}"
                 ) from exc
             delay = base_delay * 2 ** (attempt - 1)
             if on_retry is not None:

@@ -463,6 +463,24 @@ def test_an_outage_stops_the_run_with_a_consistent_journal(
     assert result.verification is not None and result.verification["ok"]
 
 
+@pytest.mark.parametrize(("retries", "delays"), [(0, []), (2, [0.5, 1.0])])
+def test_retries_bound_the_tries_of_each_call(
+    plan: Plan, no_sleep: list[float], retries: int, delays: list[float]
+) -> None:
+    store = dict(STORE)
+    executor = DictExecutor(store, plan)
+    executor.fail_apply["a"] = [TimeoutError("no replica")] * (retries + 1)
+    tries = "1 attempt" if retries == 0 else f"{retries + 1} attempts"
+    with pytest.raises(ServerUnavailable, match=rf"fake\.delete: gave up after {tries}: Timeout"):
+        run_purge(plan, [executor], apply=True, out=lambda line: None, retries=retries)
+    assert no_sleep == delays and executor.applied == ["a"] * (retries + 1)
+    # One failure fewer than the tries: the call succeeds on its last try.
+    executor = DictExecutor(store, plan)
+    executor.fail_apply["a"] = [TimeoutError("no replica")] * retries
+    result = run_purge(plan, [executor], apply=True, out=lambda line: None, retries=retries)
+    assert result.done == 3 and store == {"keep": "k"}
+
+
 def test_a_refused_login_stops_at_once(plan: Plan, no_sleep: list[float]) -> None:
     store = dict(STORE)
     executor = DictExecutor(store, plan)
@@ -585,6 +603,29 @@ def test_the_purge_command(
     assert cli.main(["purge", str(plan.directory), "--apply"]) == 1
     assert cli.main(["purge", str(plan.directory), "--rate", "0"]) == 2
     assert "--rate '0'" in capsys.readouterr().err
+    for retries in ("-1", "x", "1.5"):
+        assert cli.main(["purge", str(plan.directory), "--retries", retries]) == 2
+        assert f"--retries {retries!r} is not a count of retries" in capsys.readouterr().err
+
+
+def test_the_purge_command_passes_its_retries(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_sleep: list[float],
+) -> None:
+    register_fake_system(monkeypatch)
+    plan = make_plan(tmp_path, PLANNED)
+    CLI_STORE.clear()
+    CLI_STORE.update(STORE)
+    failing = TimeoutError("no replica")
+    monkeypatch.setattr(DictExecutor, "census", lambda self: (_ for _ in ()).throw(failing))
+    assert cli.main(["purge", str(plan.directory), "--apply", "--retries", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "ServerUnavailable: census DictExecutor: gave up after 2 attempts" in err
+    assert no_sleep == [0.5] and CLI_STORE == STORE
+    assert cli.main(["purge", str(plan.directory), "--apply"]) == 2  # the default: 5 retries
+    assert no_sleep == [0.5, 0.5, 1.0, 2.0, 4.0, 8.0]
 
 
 # -- crashes at every fault point ------------------------------------------------------------

@@ -533,7 +533,7 @@ def test_cassandra_stopped_mid_purge_then_rerun_completes(
 
         process = subprocess.Popen(
             [sys.executable, "-m", "mqforensics", "purge", str(plan_dir), "--apply",
-             "--rate", "3"],
+             "--rate", "3", "--retries", "2"],
             env={**__import__("os").environ, **env}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
