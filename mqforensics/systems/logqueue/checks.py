@@ -152,9 +152,11 @@ def crc_mismatch(state: LogQueueState, options: AuditOptions) -> DataFrame:
 
 def corrupt_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
     """Any other damage: a bad segment header, bytes where no record decodes (``unreadable``), a
-    payload that does not decode (``bad_payload``), a damaged ``restart.lq`` (``bad_restart``:
-    the restart procedure cannot trust its saved positions) or a segment of the working suffix
-    that has no file (``missing_segment``): records the restart procedure needs are gone."""
+    whole record of a type the format does not define (``unknown_type``), a payload that does not
+    decode (``bad_payload``), any damage to ``restart.lq`` (``bad_restart``, whatever the reader
+    found in it: the restart procedure cannot trust its saved positions) or a segment of the
+    working suffix that has no file (``missing_segment``): records the restart procedure needs
+    are gone."""
     other = ~F.col("kind").isin(TORN_TAIL, CRC_MISMATCH)
     return _damage_findings(state, options, "corrupt_segment", "critical", other)
 

@@ -6,15 +6,14 @@ reading it with `segment.read_segment`, so a damaged file never fails the task:
 
 - ``logqueue_records`` (`read_records`): one row per whole, CRC-valid record, `RECORDS`:
   ``queue`` is the directory (resolved, absolute), ``file`` the segment's file name,
-  ``segment``/``offset`` its position (the segment number from the header, or from the file name
-  when the header is damaged), ``values`` the decoded payload as a JSON object (lists for tuples),
+  ``segment``/``offset`` its position (the number in the file's name: the format's reading rule
+  3), ``values`` the decoded payload as a JSON object (lists for tuples),
   ``message_id`` the UUID text (zeros for RESTART). A number that does not fit its column (a
   ``u32`` reference above 2^31-1, a ``u64`` time above 2^63-1) is null.
 - ``logqueue_segments`` (`read_segments`): one row per segment file, `SEGMENTS`: its size and
   SHA-256 (of the very bytes parsed: what a plan records and the purger checks again), the
-  number of whole records, and its problems (`segment.Problem`, plus a ``bad_segment_header``
-  when a valid header's number is not the file name's). `read_problems` is those problems, one
-  row each (`PROBLEMS`).
+  number of whole records, and its problems (`segment.Problem`). `read_problems` is those
+  problems, one row each (`PROBLEMS`).
 
 A missing or unreadable directory or segment file is an InputError on the driver naming it,
 before any job; a directory without any segment gives no rows. A file that vanishes after
@@ -34,10 +33,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.segment import (
-    Problem,
     SegmentFile,
     read_segment,
     segment_number_of,
@@ -84,9 +81,8 @@ def parse_dirs(options: Any) -> list[str]:
 
 
 def segment_files(directory: Path) -> dict[int, Path]:
-    """`layout.segments` of `directory` whose number fits a Spark ``int`` (the file name of
-    segment 2^31 or above is no segment of a queue)."""
-    return {n: path for n, path in layout.segments(directory).items() if n <= _INT32}
+    """`layout.segments` of `directory` (every number fits a Spark ``int``: reading rule 1)."""
+    return layout.segments(directory)
 
 
 def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
@@ -137,20 +133,10 @@ def record_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
         )
 
 
-def problems_of(seg: SegmentFile) -> list[Problem]:
-    """The reader's problems, and a header whose segment number is not the file name's."""
-    problems = list(seg.problems)
-    named = segment_number_of(seg.source)
-    if seg.header is not None and named is not None and seg.header.segment != named:
-        detail = f"header says segment {seg.header.segment}, the file name {named}"
-        problems.insert(0, Problem("bad_segment_header", 0, fmt.SEGMENT_HEADER_SIZE, detail))
-    return problems
-
-
 def segment_row(queue: str, seg: SegmentFile, sha256: str) -> tuple:
     """The `SEGMENTS` row of one read segment."""
     name = Path(seg.source).name
-    problems = [(p.kind, p.offset, p.size, p.detail) for p in problems_of(seg)]
+    problems = [(p.kind, p.offset, p.size, p.detail) for p in seg.problems]
     number = _fits(segment_number_of(name), _INT32)
     return (queue, name, number, seg.size, sha256, len(seg.records), problems)
 

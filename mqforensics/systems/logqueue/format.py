@@ -69,6 +69,9 @@ _RECORD = struct.Struct(">" + "".join(f for _, f, _ in RECORD_HEADER))
 SEGMENT_HEADER_SIZE = _SEGMENT.size  # 32
 RECORD_HEADER_SIZE = _RECORD.size  # 44
 MAX_PAYLOAD = 1 << 24  # a length above this is damage, not a record
+# Segment numbers run from 1 to this: the u32 fields naming a segment (back-references, restart
+# positions) and a signed 32-bit integer (a JVM int) hold every one.
+MAX_SEGMENT = (1 << 31) - 1
 
 # --- record types --------------------------------------------------------------------------------
 
@@ -206,6 +209,12 @@ def segment_name(segment: int) -> str:
     return f"seg-{segment:08d}.lq"
 
 
+def type_name(code: int) -> str:
+    """``ENVELOPE``, ..., or ``type 9`` for a code this version does not define."""
+    known = RECORD_TYPES.get(code)
+    return known.name if known is not None else f"type {code}"
+
+
 # --- decode --------------------------------------------------------------------------------------
 
 
@@ -241,12 +250,12 @@ def decode_segment_header(data: bytes) -> SegmentHeader:
 
 
 def decode_record_header(data: bytes, offset: int) -> RecordHeader:
-    """The header at `offset` (``data`` holds at least `RECORD_HEADER_SIZE` bytes from it)."""
+    """The header at `offset` (``data`` holds at least `RECORD_HEADER_SIZE` bytes from it). Its
+    type code may be one this version does not define (`RECORD_TYPES`): the reader decides
+    what a whole record of an unknown type is (`READING_RULES`)."""
     marker, code, flags, length, time_us, mid, rseg, roff, crc = _RECORD.unpack_from(data, offset)
     if marker != RECORD_MARKER:
         raise FormatError(f"no record marker ({marker!r})")
-    if code not in RECORD_TYPES:
-        raise FormatError(f"unknown record type {code}")
     if length > MAX_PAYLOAD:
         raise FormatError(f"payload length {length} > {MAX_PAYLOAD}")
     return RecordHeader(code, flags, length, time_us, uuid.UUID(bytes=mid), (rseg, roff), crc)
@@ -312,6 +321,129 @@ def decode_payload(code: int, payload: bytes) -> dict[str, Any]:
     return values
 
 
+# --- reading rules -------------------------------------------------------------------------------
+
+# What a reader makes of every file a queue directory can hold, damaged ones included. Each rule
+# has a test written from its text (tests/unit/logqueue/test_logqueue_format_rules.py, which
+# builds its bytes by hand, not with this module). Problem kinds are in backquotes; the audit's
+# checks table (docs/logqueue.md) says which finding each becomes.
+READING_RULES: tuple[tuple[str, str], ...] = (
+    (
+        "Segment numbers",
+        "Segments are numbered from 1 to 2^31-1 (2147483647), so that the `u32` fields that name "
+        "a segment (`ref_segment`, the segments of RESTART positions) and a signed 32-bit integer "
+        "hold every one. The header's `segment` field is a `u64` holding the same number.",
+    ),
+    (
+        "File names",
+        "Segment n is the file named `seg-` followed by n in decimal, zero-padded to at least 8 "
+        "digits, and `.lq`: `seg-00000042.lq`, `seg-123456789.lq`. A file named in any other way "
+        "(`seg-42.lq`, `seg-00000000.lq`, a number above 2^31-1) is not a segment: readers do not "
+        "read it, and no position can name it.",
+    ),
+    (
+        "The file name decides",
+        "Positions name a segment by its number, and the restart procedure finds segment n by "
+        "its file name. A record's position is therefore (the number in its file's name, its "
+        "offset), whatever the header says. A header that decodes but holds another number is "
+        "one `bad_segment_header` problem (offset 0, 32 bytes); the records after it are read "
+        "and numbered by the file name as usual.",
+    ),
+    (
+        "Damaged segment header",
+        "A header of fewer than 32 bytes, with another magic, a CRC that does not match, a "
+        "`version` other than 1 or a `header_size` other than 32 is one `bad_segment_header` "
+        "problem over the header bytes present. Records are still read from offset 32. The "
+        "`reserved` field of the segment header and the `flags` of a record header are written "
+        "as 0 and ignored by readers.",
+    ),
+    (
+        "Whole records",
+        "The first record starts at offset 32, each next one where the previous one ends. A "
+        "record is whole when its 44-byte header and its `length` payload bytes are in the file, "
+        "`length` is at most 16 MiB (2^24 bytes) and its CRC matches. Only whole records count; "
+        "every other byte after the header is in exactly one problem below.",
+    ),
+    (
+        "Torn tail",
+        "A record that runs past the end of the file (fewer than 44 bytes left where a record "
+        "should start, or a header whose `length` reaches past the end), with no whole record "
+        "starting after its start, is `torn_tail` (its offset; size: the bytes present from its "
+        "start): the last write of a crashed writer. A file can only be torn at its end.",
+    ),
+    (
+        "CRC mismatch",
+        "A record whose header decodes and whose bytes are all in the file but whose CRC does "
+        "not match is `crc_mismatch`. Reading goes on after its `length`, or at the first whole "
+        "record that starts inside it if one does (a damaged `length` must not hide the records "
+        "after it); the problem's size is the bytes skipped.",
+    ),
+    (
+        "Unreadable bytes",
+        "Bytes where a record should start and at least 44 bytes are left but no record header "
+        "decodes (no `RQ` marker, a `length` above 16 MiB), and a record that runs past the end "
+        "of the file while a whole "
+        "record starts after it, are `unreadable` up to the next offset where a whole record "
+        "starts (an `RQ` marker that begins a whole record), or the end of the file; size: the "
+        "bytes skipped.",
+    ),
+    (
+        "Unknown record type",
+        "A whole record whose type code is not one of those above is `unknown_type` (its offset "
+        "and size) and is skipped by its `length`: a reader of version 1 never guesses what it "
+        "means, and the records after it are read as usual.",
+    ),
+    (
+        "Bad payload",
+        "A whole record of a known type whose payload does not decode exactly as its type says "
+        "(a field ending past the payload, a string that is not UTF-8, bytes left after the last "
+        "field) is `bad_payload`.",
+    ),
+    (
+        "Back-references",
+        "A back-reference names an earlier record by (segment, offset); (0, 0) means none and "
+        "is what an ENVELOPE of a new message and a RESTART carry. A START, DELIVERY or FINISH "
+        "with (0, 0) refers to nothing: the restart procedure cannot attach it, and an audit "
+        "reports it as an orphan (a DELIVERY as `orphan_delivery`, the others as "
+        "`orphan_record`).",
+    ),
+    (
+        "RESTART records",
+        "RESTART records belong in `restart.lq` only. One in a segment is ignored: it does not "
+        "move the working suffix (the restart procedure reads positions from `restart.lq` "
+        "alone) and refers to no message. It is not damage to the file; the validation suite of "
+        "the records (`expectations/logqueue_records.json`) reports it as a record type a "
+        "segment must not hold.",
+    ),
+    (
+        "restart.lq",
+        "The file `restart.lq` holds the saved restart positions: a segment header numbered 0 "
+        "and exactly one whole RESTART record (message id zeros, back-reference (0, 0)), nothing "
+        "after it; it is replaced atomically (written as `restart.lq.tmp`, then renamed). Any "
+        "problem in it is `bad_restart`, with the problem the rules above give in its detail "
+        "(`crc_mismatch: ...`), as are a header number other than 0, a record of another type, "
+        "no RESTART record or several, and a suffix segment outside 1 to 2^31-1. When it holds "
+        "exactly one whole RESTART record with a suffix in range, that suffix is still the "
+        "working suffix; otherwise, and when the file is missing, the working suffix is (the "
+        "lowest segment present, 32).",
+    ),
+    (
+        "Missing segments",
+        "Every number from the working suffix's segment up to the highest segment present that "
+        "has no file is a missing segment. Consecutive missing numbers are one `missing_segment` "
+        "problem, at offset 0 of the first of them, of size 0: none of their bytes is on disk.",
+    ),
+    (
+        "Bytes behind",
+        "How far the saved suffix lags behind the garbage end (the earliest position the "
+        "restart still needs) is counted in file bytes, headers included: the rest of the saved "
+        "suffix's segment from its offset, every segment file between the two whole, and the "
+        "garbage end's offset into its own segment. A missing segment counts 0 bytes; when the "
+        "garbage end is not after the saved suffix, the lag is 0.",
+    ),
+)
+
+
 # --- documentation -------------------------------------------------------------------------------
 
 _KIND_TEXT = {
@@ -372,4 +504,13 @@ def render_markdown() -> str:
             "|---|---|---|",
             *(f"| `{f.name}` | {_KIND_TEXT[f.kind]} | {f.meaning} |" for f in rtype.fields),
         ]
+    lines += [
+        "",
+        "## Reading rules",
+        "",
+        "What a reader makes of every file of a queue directory, damaged ones included. Each rule",
+        "has a test written from its text: `tests/unit/logqueue/test_logqueue_format_rules.py`.",
+    ]
+    for number, (title, text) in enumerate(READING_RULES, start=1):
+        lines += ["", f"{number}. **{title}.** {text}"]
     return "\n".join(lines) + "\n"

@@ -48,8 +48,8 @@ NO_SAVED_POSITIONS = (
     "its positions"
 )
 DAMAGED_SAVED_POSITIONS = (
-    "restart.lq is damaged (corrupt_segment, crc_mismatch or torn_tail on restart.lq): nothing "
-    "is planned from positions that cannot be read"
+    "restart.lq is damaged (corrupt_segment bad_restart on restart.lq): nothing is planned "
+    "from positions that cannot be read"
 )
 STILL_READ = (
     "holds a data subject to erase, but the queue's restart still reads it and a segment cannot "

@@ -19,7 +19,8 @@ where the garbage prefix ends: the earliest envelope of a waiting or in-flight m
 restart rewrites an in-flight message from its envelope); every record before it is garbage.
 A START, DELIVERY or FINISH whose back-reference points before the suffix (or to a record so
 skipped) is garbage of an earlier attempt (a live envelope is never before the suffix) and is
-skipped, not an orphan.
+skipped, not an orphan; one with no back-reference, (0, 0), refers to nothing and is an orphan
+(the format's reading rule 11). A RESTART record in a segment is ignored (rule 12).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def replay(records: Iterable[Record], suffix: Position = START_OF_LOG) -> Replay
     orphans: list[tuple[Record, str]] = []
     stale: set[Position] = set()
     for record in sorted(records, key=lambda r: r.position):
+        # Positions come from restart.lq alone: a RESTART record in a segment is ignored (the
+        # format's reading rule 12; the validation suite of the records reports it).
         if record.position < suffix or record.type == fmt.RESTART:
             continue
         if record.type != fmt.ENVELOPE and ((0, 0) < record.ref < suffix or record.ref in stale):

@@ -1,13 +1,18 @@
-"""Read one segment file, read-only, without ever failing on its content.
+"""Read one segment file, read-only, without ever failing on its content, as the format's
+reading rules say (`format.READING_RULES`, docs/logqueue-format.md).
 
-Every record that decodes and whose CRC matches is returned with its offset. Damage is a
-`Problem` with the offset and the number of bytes it covers, never an exception:
+Every record that decodes and whose CRC matches is returned with its position: the number in
+the file's name (the header's when the name is no segment name: ``restart.lq``, bytes without a
+name) and its offset. Damage is a `Problem` with the offset and the number of bytes it covers,
+never an exception:
 
 - ``bad_segment_header``: the 32-byte header is missing, has another magic or version, or a bad
-  CRC (records are still scanned from offset 32);
+  CRC, or holds another number than the file name (records are still scanned from offset 32);
 - ``torn_tail``: a record whose bytes end past the end of the file (a crash during the last
   write): `size` is the bytes present from its start;
 - ``crc_mismatch``: a whole record whose CRC does not match (skipped by its length);
+- ``unknown_type``: a whole record whose type code version 1 does not define (skipped by its
+  length);
 - ``bad_payload``: a record whose CRC matches but whose payload does not decode as its type says;
 - ``unreadable``: bytes where no record header decodes; the reader resynchronises at the next
   ``RQ`` marker that starts a record with a matching CRC (`size` = bytes skipped).
@@ -88,11 +93,18 @@ def _resync(data: bytes, start: int) -> int:
 
 
 def segment_number_of(name: str) -> int | None:
-    """``seg-00000042.lq`` → 42."""
+    """``seg-00000042.lq`` → 42; None for a name that is no segment's (reading rule 2: the
+    number zero-padded to at least 8 digits, from 1 to `format.MAX_SEGMENT`)."""
     stem = Path(name).name
-    if stem.startswith("seg-") and stem.endswith(".lq") and stem[4:-3].isdigit():
-        return int(stem[4:-3])
-    return None
+    digits = stem[4:-3]
+    if not (stem.startswith("seg-") and stem.endswith(".lq") and digits.isascii()):
+        return None
+    if not digits.isdigit():
+        return None
+    number = int(digits)
+    if not 0 < number <= fmt.MAX_SEGMENT or fmt.segment_name(number) != stem:
+        return None
+    return number
 
 
 def read_segment(source: bytes | str | Path, name: str | None = None) -> SegmentFile:
@@ -108,7 +120,12 @@ def read_segment(source: bytes | str | Path, name: str | None = None) -> Segment
     except fmt.FormatError as exc:
         size = min(len(data), fmt.SEGMENT_HEADER_SIZE)
         problems.append(Problem("bad_segment_header", 0, size, str(exc)))
-    number = header.segment if header else (segment_number_of(label) or 0)
+    named = segment_number_of(label)
+    if header is not None and named is not None and header.segment != named:
+        detail = f"header says segment {header.segment}, the file name {named}"
+        problems.append(Problem("bad_segment_header", 0, fmt.SEGMENT_HEADER_SIZE, detail))
+    # Positions name segments by the file name's number (reading rule 3).
+    number = named if named is not None else (header.segment if header else 0)
     records: list[Record] = []
     pos = fmt.SEGMENT_HEADER_SIZE
     while pos < len(data):
@@ -133,9 +150,14 @@ def read_segment(source: bytes | str | Path, name: str | None = None) -> Segment
         if fmt.record_crc(data, pos, head.length) != head.crc32:
             # A damaged length must not hide the records after it: stop at the next whole one.
             nxt = min(end, _resync(data, pos + 1))
-            name = fmt.RECORD_TYPES[head.type].name
+            name = fmt.type_name(head.type)
             problems.append(Problem("crc_mismatch", pos, nxt - pos, f"{name} record CRC"))
             pos = nxt
+            continue
+        if head.type not in fmt.RECORD_TYPES:
+            detail = f"record type {head.type} is not defined by version {fmt.VERSION}"
+            problems.append(Problem("unknown_type", pos, end - pos, detail))
+            pos = end
             continue
         try:
             values = fmt.decode_payload(head.type, data[pos + fmt.RECORD_HEADER_SIZE : end])

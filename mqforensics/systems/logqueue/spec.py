@@ -175,8 +175,9 @@ CHECKS = (
     _check(
         "corrupt_segment",
         "critical",
-        "Other damage: a bad segment header, undecodable bytes or payload, a damaged "
-        "restart.lq, or a segment of the working suffix without a file.",
+        "Other damage: a bad segment header, undecodable bytes or payload, a record of a type "
+        "the format does not define, any damage to restart.lq, or a segment of the working "
+        "suffix without a file.",
         "Records the restart procedure needs are gone or cannot be trusted: messages may be "
         "lost or delivered again.",
         "Stop the queue before its next restart, keep a copy of the directory and restore the "

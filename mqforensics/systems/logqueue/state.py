@@ -72,6 +72,7 @@ def _struct(*fields: tuple[str, DataType]) -> StructType:
 
 _S, _I, _L = StringType(), IntegerType(), LongType()
 _INT32 = (1 << 31) - 1
+BAD_RESTART = "bad_restart"  # every problem of restart.lq (reading rule 13)
 
 MESSAGES = _struct(
     ("queue", _S),
@@ -145,34 +146,36 @@ INPUT_COLUMNS = (*_INPUT, "ref_offset", "size", "values")
 
 
 def read_restart(directory: Path) -> tuple[Position | None, list[Problem]]:
-    """The saved suffix of ``restart.lq`` (None: missing or unusable) and its problems."""
+    """The saved suffix of ``restart.lq`` (None: missing or unusable) and its problems, every
+    one of kind ``bad_restart`` (reading rule 13: the reader's own kind leads its detail)."""
     path = directory / layout.RESTART_FILE
     if not path.exists():
         return None, []
     try:
         parsed = read_segment(path)
     except OSError as exc:
-        return None, [Problem("unreadable", 0, 0, f"cannot be read: {exc.strerror or exc}")]
-    problems = list(parsed.problems)
+        return None, [Problem(BAD_RESTART, 0, 0, f"cannot be read: {exc.strerror or exc}")]
+    problems = [Problem(BAD_RESTART, p.offset, p.size, f"{p.kind}: {p.detail}")
+                for p in parsed.problems]  # fmt: skip
     if parsed.header is not None and parsed.header.segment != 0:
         detail = f"segment number {parsed.header.segment} in the header, expected 0"
-        problems.append(Problem("bad_restart", 0, fmt.SEGMENT_HEADER_SIZE, detail))
+        problems.append(Problem(BAD_RESTART, 0, fmt.SEGMENT_HEADER_SIZE, detail))
     restarts = [r for r in parsed.records if r.type == fmt.RESTART]
     for r in parsed.records:
         if r.type != fmt.RESTART:
-            problems.append(Problem("bad_restart", r.offset, r.size, f"a {r.type_name} record"))
+            problems.append(Problem(BAD_RESTART, r.offset, r.size, f"a {r.type_name} record"))
     if len(restarts) > 1:
         extra = restarts[1]
         detail = f"{len(restarts)} RESTART records, expected 1"
-        problems.append(Problem("bad_restart", extra.offset, extra.size, detail))
+        problems.append(Problem(BAD_RESTART, extra.offset, extra.size, detail))
     elif not restarts and not problems:
-        problems.append(Problem("bad_restart", fmt.SEGMENT_HEADER_SIZE, 0, "no RESTART record"))
+        problems.append(Problem(BAD_RESTART, fmt.SEGMENT_HEADER_SIZE, 0, "no RESTART record"))
     if len(restarts) != 1:
         return None, problems
     suffix = (restarts[0].values["suffix_segment"], restarts[0].values["suffix_offset"])
-    if not 0 < suffix[0] <= _INT32:
+    if not 0 < suffix[0] <= fmt.MAX_SEGMENT:
         detail = f"suffix segment {suffix[0]} is no segment number"
-        problems.append(Problem("bad_restart", restarts[0].offset, restarts[0].size, detail))
+        problems.append(Problem(BAD_RESTART, restarts[0].offset, restarts[0].size, detail))
         return None, problems
     return suffix, problems
 

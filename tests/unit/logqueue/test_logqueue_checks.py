@@ -262,7 +262,8 @@ def _bad_restart(q: Queue) -> Expected:
     damaged[-1] ^= 0x01
     q.restart_bytes = bytes(damaged)
     size = len(damaged) - fmt.SEGMENT_HEADER_SIZE
-    return {("crc_mismatch", "error", "restart.lq@32", size)}
+    # Any damage to restart.lq is corrupt_segment (bad_restart), a CRC mismatch too.
+    return {("corrupt_segment", "critical", "restart.lq@32", size)}
 
 
 class Planted:
@@ -361,7 +362,7 @@ def test_segment_files_frame_has_each_files_digest_and_record_count(audited, pla
             parsed = read_segment(path)
             expected[(str(directory), path.name)] = (
                 number, len(data), hashlib.sha256(data).hexdigest(), len(parsed.records),
-                [p.kind for p in fleet.problems_of(parsed)],
+                [p.kind for p in parsed.problems],
             )  # fmt: skip
     got = {
         key: (r.segment, r.size, r.sha256, r.records, [p.kind for p in r.problems])
@@ -431,7 +432,9 @@ def test_state_after_damage(audited, planted) -> None:
     assert (bad.suffix_source, bad.saved_suffix_segment, bad.saved_suffix_offset) == (
         "default", 1, 32
     )  # fmt: skip
-    assert [p.kind for p in bad.restart_problems] == ["crc_mismatch"]
+    assert [(p.kind, p.detail) for p in bad.restart_problems] == [
+        ("bad_restart", "crc_mismatch: RESTART record CRC")
+    ]
     gap = queues[str(planted.queues["gap"])]
     assert [tuple(m) for m in gap.missing_segments] == [(2, 2)]
     torn = {r.message_id: r.state for r in found.messages.collect()
@@ -470,7 +473,7 @@ def test_restart_file_ranges_and_lag_in_plain_python(tmp_path) -> None:
     assert state.bytes_between(sizes, (4, 50), (2, 10)) == 0
     seg = tmp_path / "seg-00000009.lq"
     seg.write_bytes(fmt.encode_segment_header(8, T0))
-    assert [(p.kind, p.detail) for p in fleet.problems_of(fleet.read_file(str(seg)))] == [
+    assert [(p.kind, p.detail) for p in fleet.read_file(str(seg)).problems] == [
         ("bad_segment_header", "header says segment 8, the file name 9")
     ]
 
