@@ -145,8 +145,8 @@ def james_empty_snapshot(inputs: Path, out: Path) -> Broken:
         ["audit", "james", "--snapshot", str(empty), "--out", str(out)],
         re.escape(
             f"InputError: snapshot directory {empty} lacks table(s) enqueuedmailsv4 or "
-            "enqueuedmailsv3, deletedmailsv2, browsestart, eventstore (expected <table>.csv or "
-            "<table>.parquet)"
+            "enqueuedmailsv3, deletedmailsv2, browsestart, eventstore (expected <table>.csv, "
+            "<table>.parquet or a directory <table>/ of Parquet files)"
         ),
         str(empty),
     )

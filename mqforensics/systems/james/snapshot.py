@@ -3,13 +3,17 @@
 An admin exports each table of the mail queue view, one file per table, into one directory:
 
 - ``cqlsh -e "COPY apache_james.<table> TO '<table>.csv' WITH HEADER=true"`` (cqlsh's default
-  CSV dialect: ``,`` separator, ``"`` quote, ``\\`` escape, empty field = null), or
-- ``<table>.parquet`` as Spark writes a table (a file or a directory of part files): Cassandra's
-  lower-case column names, uuids as strings, tuples as structs ``_1, _2, _3``, maps of binary.
+  CSV dialect: ``,`` separator, ``"`` quote, ``\\`` escape, empty field = null), also split by
+  ``MAXOUTPUTSIZE=N``: ``<table>.csv`` with the header and N rows, then ``<table>.csv.1``,
+  ``<table>.csv.2``, ... of N rows each and no header (cqlshlib/copyutil.py, ExportWriter), or
+- Parquet as Spark writes a table: ``<table>.parquet`` (a file or a directory of part files),
+  or a directory ``<table>/`` of part files (``df.write.parquet(".../<table>")``, with or
+  without ``_SUCCESS``, hive-style partition folders too): Cassandra's lower-case column names,
+  uuids as strings, tuples as structs ``_1, _2, _3``, maps of binary.
 
 Tables: exactly one of ``enqueuedmailsv4`` / ``enqueuedmailsv3`` (James < 3.7), and
 ``deletedmailsv2``, ``browsestart``, ``eventstore``; ``contentstart`` is optional (it does not
-exist before James 3.7, JAMES-3601). A table present as both CSV and Parquet is a ConfigError.
+exist before James 3.7, JAMES-3601). A table present in two layouts is a ConfigError.
 
 The instant the state is judged at (`as_of`) is, in this order: the `as_of` argument;
 ``taken_at`` of ``snapshot.json`` in the directory (``{"taken_at": "2026-11-01T10:00:00Z"}``,
@@ -93,11 +97,24 @@ _DIALECT = {
 
 @dataclass(frozen=True)
 class TableFile:
-    """One export file (or Parquet directory) of a table."""
+    """One export of a table: a cqlsh CSV file (with the files cqlsh split it into), or a
+    Parquet file or directory."""
 
     table: str
     path: Path
     kind: str  # "csv" or "parquet"
+    # A CSV export split by cqlsh (MAXOUTPUTSIZE): ``<table>.csv.1``, ``.2``, ... after `path`,
+    # each without the header line.
+    parts: tuple[Path, ...] = ()
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return (self.path, *self.parts)
+
+    @property
+    def label(self) -> str:
+        split = f" and {len(self.parts)} split file(s) {self.path.name}.1.." if self.parts else ""
+        return f"{self.path.name}{split}"
 
 
 def read_snapshot(
@@ -117,7 +134,7 @@ def read_snapshot(
     assert enqueued is not None
     spark.dataSource.register(CqlshCsvSource)
 
-    notes = [f"{f.table} from {f.path.name}" for f in files.values() if f is not None]
+    notes = [f"{f.table} from {f.label}" for f in files.values() if f is not None]
     content = files[CONTENT_START_TABLE]
     if content is None:
         notes.append("no contentstart table (James before 3.7): content_start is empty")
@@ -226,14 +243,29 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
 
     def find(table: str) -> TableFile | None:
         csv_path, parquet_path = directory / f"{table}.csv", directory / f"{table}.parquet"
-        if csv_path.exists() and parquet_path.exists():
-            raise ConfigError(
-                f"{directory} holds both {csv_path.name} and {parquet_path.name}; keep one"
-            )
+        # Spark's own layout: a directory named after the table, no extension.
+        spark_dir = directory / table
+        present = [p for p in (csv_path, parquet_path, spark_dir) if p.exists()]
+        if len(present) > 1:
+            names = " and ".join(p.name + ("/" if p.is_dir() else "") for p in present)
+            raise ConfigError(f"{directory} holds both {names} for table {table}; keep one")
+        parts = _split_parts(directory, csv_path)
         if csv_path.exists():
-            return TableFile(table, csv_path, "csv")
+            return TableFile(table, csv_path, "csv", parts)
+        if parts:
+            raise InputError(
+                f"{directory} holds {parts[0].name} but not {csv_path.name}: the first file of "
+                "a split cqlsh export (the one with the header) is missing"
+            )
         if parquet_path.exists():
             return TableFile(table, parquet_path, "parquet")
+        if spark_dir.is_dir():
+            return TableFile(table, spark_dir, "parquet")
+        if spark_dir.exists():
+            raise InputError(
+                f"{spark_dir}: a table export must be <table>.csv, <table>.parquet or a "
+                "directory <table>/ of Parquet files"
+            )
         return None
 
     enqueued = [f for f in (find(t) for t in ENQUEUED_TABLES) if f is not None]
@@ -249,10 +281,31 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
     if missing:
         raise InputError(
             f"snapshot directory {directory} lacks table(s) {', '.join(missing)} "
-            "(expected <table>.csv or <table>.parquet)"
+            "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet files)"
         )
     found["enqueued"] = enqueued[0]
     return found
+
+
+def _split_parts(directory: Path, csv_path: Path) -> tuple[Path, ...]:
+    """The files cqlsh split a CSV export into after `csv_path` (``COPY ... WITH
+    MAXOUTPUTSIZE=N``: ``<file>.1``, ``<file>.2``, ..., N rows each and no header line), in
+    order; an InputError when one is missing from the sequence (a part lost in the copy)."""
+    prefix = csv_path.name + "."
+    numbered = {}
+    for entry in directory.iterdir():
+        suffix = entry.name[len(prefix) :] if entry.name.startswith(prefix) else ""
+        if suffix.isascii() and suffix.isdigit() and not suffix.startswith("0"):
+            numbered[int(suffix)] = entry
+    if not numbered:
+        return ()
+    gaps = sorted(set(range(1, max(numbered) + 1)) - set(numbered))
+    if gaps:
+        raise InputError(
+            f"{directory}: split export {csv_path.name} has {csv_path.name}.{max(numbered)} but "
+            f"not {csv_path.name}.{gaps[0]} (cqlsh numbers its split files from 1 without gaps)"
+        )
+    return tuple(numbered[n] for n in sorted(numbered))
 
 
 def check_export(files: dict[str, TableFile | None]) -> None:
@@ -344,6 +397,7 @@ def _read_csv(spark: SparkSession, table_file: TableFile, chunk_bytes: int) -> D
     return (
         spark.read.format(CqlshCsvSource.name())
         .option("path", str(table_file.path))
+        .option("parts", json.dumps([str(p) for p in table_file.parts]))
         .option("table", table_file.table)
         .option("header", json.dumps(header))
         .option("chunk_bytes", str(chunk_bytes))
@@ -479,7 +533,7 @@ def _as_of(
         if when.tzinfo is None:
             raise InputError(f"{marker.name}: taken_at {taken_at!r} has no UTC offset")
         return when.astimezone(dt.UTC), marker.name
-    newest = max(_newest_mtime(f.path) for f in files)
+    newest = max(_newest_mtime(path) for f in files for path in f.files)
     return dt.datetime.fromtimestamp(newest, dt.UTC), "the newest modification time of the files"
 
 
@@ -501,17 +555,21 @@ def _newest_mtime(path: Path) -> float:
 
 @dataclass
 class ByteRange(InputPartition):
-    """The rows whose line starts at a byte offset in [start, end)."""
+    """The rows whose line starts at a byte offset in [start, end) of file `file` (0: the file
+    with the header, then the split files in order)."""
 
     start: int
     end: int
+    file: int = 0
 
 
 class CqlshCsvSource(DataSource):
     """``spark.read.format("mqf_cqlsh_csv")``: one cqlsh ``COPY TO`` CSV file of a James table.
 
     Options: ``path``, ``table`` (a key of TABLE_COLUMNS), ``header`` (JSON list of the file's
-    column names, in file order; checked by the caller), ``chunk_bytes`` (partition size).
+    column names, in file order; checked by the caller), ``chunk_bytes`` (partition size),
+    ``parts`` (JSON list of the files cqlsh split the export into after `path`, which have no
+    header line; none by default).
     The schema is the table's canonical one (schema.py), without ``table_version``.
     """
 
@@ -541,30 +599,35 @@ class CqlshCsvSource(DataSource):
         chunk_bytes = positive_count(
             self.options.get("chunk_bytes", str(CHUNK_BYTES)), "chunk_bytes"
         )
-        return CqlshCsvReader(path, table, header, chunk_bytes)
+        parts = json.loads(self.options.get("parts") or "[]")
+        return CqlshCsvReader([path, *parts], table, header, chunk_bytes)
 
 
 class CqlshCsvReader(DataSourceReader):
-    """Plans byte ranges on the driver; `read` parses one range in a Python worker."""
+    """Plans byte ranges on the driver; `read` parses one range in a Python worker. `paths`:
+    the export's file with the header line, then the split files without one."""
 
-    def __init__(self, path: str, table: str, header: list[str], chunk_bytes: int) -> None:
+    def __init__(self, paths: list[str], table: str, header: list[str], chunk_bytes: int) -> None:
         if chunk_bytes < 1:
             raise ConfigError("chunk_bytes must be at least 1")
-        self.path = path
+        self.paths = paths
         self.table = table
         self.header = [h.lower() for h in header]
         self.chunk_bytes = chunk_bytes
 
     def partitions(self) -> list[ByteRange]:
-        try:
-            size = os.path.getsize(self.path)
-        except OSError as exc:
-            raise InputError(f"{Path(self.path).name}: cannot be read ({exc.strerror})") from None
-        count = max(1, -(-size // self.chunk_bytes))
-        return [
-            ByteRange(i * self.chunk_bytes, min(size, (i + 1) * self.chunk_bytes))
-            for i in range(count)
-        ]
+        ranges = []
+        for index, path in enumerate(self.paths):
+            try:
+                size = os.path.getsize(path)
+            except OSError as exc:
+                raise InputError(f"{Path(path).name}: cannot be read ({exc.strerror})") from None
+            count = max(1, -(-size // self.chunk_bytes))
+            ranges += [
+                ByteRange(i * self.chunk_bytes, min(size, (i + 1) * self.chunk_bytes), index)
+                for i in range(count)
+            ]
+        return ranges
 
     def read(self, partition: ByteRange) -> Iterator[tuple]:  # type: ignore[override]
         import csv
@@ -573,14 +636,17 @@ class CqlshCsvReader(DataSourceReader):
 
         # Python's csv refuses fields over 128 KiB by default; attribute maps can be larger.
         csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-        name = Path(self.path).name
+        path = self.paths[partition.file]
+        name = Path(path).name
         types = dict(TABLE_COLUMNS[self.table])
         parsers = [parser_for(types[column], column) for column in self.header]
         order = [self.header.index(column) for column, _ in TABLE_COLUMNS[self.table]]
         width = len(self.header)
-        with open(self.path, "rb") as stream:
+        with open(path, "rb") as stream:
             if partition.start == 0:
-                stream.readline()  # the header line, checked on the driver
+                if partition.file == 0:
+                    stream.readline()  # the header line, checked on the driver (split files
+                    # have none: their rows start at their first byte)
             else:
                 # Hadoop's LineRecordReader rule: a line belongs to the range holding its first
                 # byte, so skip the tail of a line that began in the previous range.
@@ -593,31 +659,32 @@ class CqlshCsvReader(DataSourceReader):
                 if not raw:
                     break
                 line_start, offset = offset, offset + len(raw)
-                fields = self._fields(raw, line_start, name)
+                fields = self._fields(raw, line_start, path)
                 if fields is None:
                     continue
                 if len(fields) != width:
                     raise InputError(
-                        f"{name} line {_line_number(self.path, line_start)}: "
+                        f"{name} line {_line_number(path, line_start)}: "
                         f"{len(fields)} field(s), the header has {width}"
                     )
                 try:
                     values = [parse(field) for parse, field in zip(parsers, fields, strict=True)]
                 except InputError as exc:
                     raise InputError(
-                        f"{name} line {_line_number(self.path, line_start)}: {exc.message}"
+                        f"{name} line {_line_number(path, line_start)}: {exc.message}"
                     ) from None
                 yield tuple(values[i] for i in order)
 
-    def _fields(self, raw: bytes, line_start: int, name: str) -> list[str] | None:
-        """The CSV fields of one line; None for a blank line."""
+    def _fields(self, raw: bytes, line_start: int, path: str) -> list[str] | None:
+        """The CSV fields of one line of the file at `path`; None for a blank line."""
         import csv
 
+        name = Path(path).name
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(
-                f"{name} line {_line_number(self.path, line_start)}: not UTF-8 "
+                f"{name} line {_line_number(path, line_start)}: not UTF-8 "
                 f"(byte {exc.start + 1} of the line)"
             ) from None
         text = text[:-2] if text.endswith("\r\n") else text.rstrip("\n")
@@ -627,7 +694,7 @@ class CqlshCsvReader(DataSourceReader):
             return next(csv.reader([text], **_DIALECT))  # type: ignore[arg-type]
         except csv.Error as exc:
             raise InputError(
-                f"{name} line {_line_number(self.path, line_start)}: malformed CSV ({exc}; "
+                f"{name} line {_line_number(path, line_start)}: malformed CSV ({exc}; "
                 "cqlsh never writes a line break inside a value)"
             ) from None
 

@@ -395,6 +395,70 @@ def test_parquet_with_named_tuple_fields_and_a_single_file(spark, exports, tmp_p
     assert _rows(again.entries, ["enqueueid"]) == _rows(state.entries, ["enqueueid"])
 
 
+def test_a_table_written_by_spark_into_its_own_directory_reads_the_same(spark, exports, tmp_path):
+    """Spark's own layout, ``<table>/part-*.parquet`` and ``_SUCCESS`` (the enqueued table also
+    in hive-style partition folders, ``queuename=spool/``), is the same state as the CSV."""
+    state = read_snapshot(spark, exports["v4"], as_of=dt.datetime(2026, 11, 2, 8, tzinfo=UTC))
+    events = read_table_export(spark, exports["v4"] / "eventstore.csv", "eventstore")
+    target = tmp_path / "spark"
+    frames = {
+        "enqueuedmailsv4": state.entries.drop("table_version"),
+        "deletedmailsv2": state.deleted,
+        "browsestart": state.browse_start,
+        "contentstart": state.content_start,
+        "eventstore": events,
+    }
+    for table, frame in frames.items():
+        writer = frame.write.partitionBy("queuename") if table == "enqueuedmailsv4" else frame.write
+        writer.parquet(str(target / table))
+    assert (target / "deletedmailsv2" / "_SUCCESS").is_file()
+    assert [p.name for p in (target / "enqueuedmailsv4").glob("queuename=*")]
+    again = read_snapshot(spark, target, as_of=state.as_of)
+    assert "enqueuedmailsv4 from enqueuedmailsv4" in again.notes
+    for name, frame in state.frames().items():
+        other = again.frames()[name]
+        assert other.schema.simpleString() == frame.schema.simpleString(), name
+        key = [frame.columns[0], frame.columns[-1]] if name != "entries" else ["enqueueid"]
+        assert _rows(other, key) == _rows(frame, key), name
+    # A table in two layouts is refused, naming both.
+    shutil.copy(exports["v4"] / "browsestart.csv", target / "browsestart.csv")
+    with pytest.raises(ConfigError, match=re.escape("both browsestart.csv and browsestart/")):
+        read_snapshot(spark, target)
+
+
+def test_a_cqlsh_export_split_by_maxoutputsize_reads_the_same(
+    spark, exports, keyspace, cqlsh, tmp_path
+):
+    """cqlsh's own split (``MAXOUTPUTSIZE=3``): the header and 3 rows in ``<table>.csv``, then
+    ``<table>.csv.1``, ``.2``, ... of 3 rows without a header."""
+    split = _copy(exports, "v4", tmp_path)
+    (split / "enqueuedmailsv4.csv").unlink()
+    cqlsh(
+        f"COPY {keyspace}.enqueuedmailsv4 TO '{split / 'enqueuedmailsv4.csv'}' "
+        "WITH HEADER=true AND MAXOUTPUTSIZE=3"
+    )
+    parts = sorted(p.name for p in split.glob("enqueuedmailsv4.csv.*"))
+    assert len(parts) == -(-len(_mails()) // 3) - 1 and "enqueuedmailsv4.csv.1" in parts
+    assert not (split / "enqueuedmailsv4.csv.1").read_bytes().startswith(b"queuename,")
+    whole = read_snapshot(spark, exports["v4"])
+    state = read_snapshot(spark, split, as_of=whole.as_of)
+    assert f"enqueuedmailsv4 from enqueuedmailsv4.csv and {len(parts)} split file(s) " in " ".join(
+        state.notes
+    )
+    assert _rows(state.entries, ["enqueueid"]) == _rows(whole.entries, ["enqueueid"])
+    assert state.entries.count() == len(_mails())
+    # A part lost in the copy, or the first file missing, is an error naming the file.
+    first_part = (split / "enqueuedmailsv4.csv.1").read_bytes()
+    (split / "enqueuedmailsv4.csv.1").unlink()
+    lost = f"has enqueuedmailsv4.csv.{len(parts)} but not enqueuedmailsv4.csv.1 "
+    with pytest.raises(InputError, match=re.escape(lost)):
+        read_snapshot(spark, split)
+    (split / "enqueuedmailsv4.csv.1").write_bytes(first_part)
+    (split / "enqueuedmailsv4.csv").unlink()
+    with pytest.raises(InputError, match=re.escape("holds enqueuedmailsv4.csv.1 but not ")):
+        read_snapshot(spark, split)
+
+
 def _copy(exports, version: str, tmp_path: Path) -> Path:
     target = tmp_path / version
     shutil.copytree(exports[version], target)
@@ -523,7 +587,7 @@ def test_missing_and_doubled_tables(spark, exports, tmp_path):
         read_snapshot(spark, directory)
     assert caught.value.message == (
         f"snapshot directory {directory} lacks table(s) deletedmailsv2, eventstore "
-        "(expected <table>.csv or <table>.parquet)"
+        "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet files)"
     )
     shutil.copy(exports["v4"] / "deletedmailsv2.csv", directory / "deletedmailsv2.csv")
     shutil.copy(exports["v4"] / "eventstore.csv", directory / "eventstore.csv")
