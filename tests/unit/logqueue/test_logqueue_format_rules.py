@@ -104,6 +104,24 @@ def a_message(segment: int, mid: bytes = M1) -> tuple[bytes, list[int]]:
     return data, offsets
 
 
+UNATTACHED_OUTCOME = delivery([("r@example.net", 1, "451 later")])
+
+
+def unattached(mid: bytes) -> tuple[bytes, dict[str, int]]:
+    """Segment 1: an ENVELOPE of `mid` (spool ``2.eml``), then a START, a DELIVERY and a FINISH
+    of it and a RESTART record, all with no back-reference (0, 0); the bytes and the offsets of
+    the last four by type name."""
+    data = segment_header(1) + record(ENVELOPE, mid, (0, 0), envelope(["r@example.net"], "2.eml"))
+    offsets = {}
+    for name, code, payload in (("START", START, string("fast")),
+                                ("DELIVERY", DELIVERY, UNATTACHED_OUTCOME),
+                                ("FINISH", FINISH, u8(0)),
+                                ("RESTART", RESTART, restart_payload((1, 32))),):  # fmt: skip
+        offsets[name] = len(data)
+        data += record(code, NIL if code == RESTART else mid, (0, 0), payload)
+    return data, offsets
+
+
 def kinds(data: bytes, name: str = "seg-00000001.lq") -> list[tuple[str, int, int]]:
     return [(p.kind, p.offset, p.size) for p in read_segment(data, name=name).problems]
 
@@ -274,15 +292,7 @@ def test_rule_10_a_payload_that_does_not_decode_exactly_is_a_bad_payload(payload
 
 
 def test_rule_11_12_no_back_reference_is_an_orphan_and_a_restart_record_is_ignored() -> None:
-    env = record(ENVELOPE, M1, (0, 0), envelope(["r@example.net"], "1.eml"))
-    data = segment_header(1) + env
-    offsets = {}
-    for name, code, payload in (("START", START, string("fast")),
-                                ("DELIVERY", DELIVERY, delivery([("r@example.net", 0, "ok")])),
-                                ("FINISH", FINISH, u8(0)),
-                                ("RESTART", RESTART, restart_payload((1, 32))),):  # fmt: skip
-        offsets[name] = len(data)
-        data += record(code, NIL if code == RESTART else M1, (0, 0), payload)
+    data, offsets = unattached(M1)
     seg = read_segment(data, name="seg-00000001.lq")
     assert seg.problems == []
     result = replay(seg.records, (1, 32))
@@ -369,15 +379,8 @@ def test_the_audit_follows_the_rules_one_damaged_place_one_finding(spark, tmp_pa
     body, _ = a_message(1)
     (renamed / "seg-00000001.lq").write_bytes(segment_header(7) + body)
 
-    env = record(ENVELOPE, M2, (0, 0), envelope(["r@example.net"], "2.eml"))
-    refs_data = segment_header(1) + env
-    positions = {}
-    for name, code, payload in (("START", START, string("fast")),
-                                ("DELIVERY", DELIVERY, delivery([("r@example.net", 1, "451")])),
-                                ("FINISH", FINISH, u8(0)),
-                                ("RESTART", RESTART, restart_payload((1, 32))),):  # fmt: skip
-        positions[name] = f"seg-00000001.lq@{len(refs_data)}"
-        refs_data += record(code, NIL if code == RESTART else M2, (0, 0), payload)
+    refs_data, offsets = unattached(M2)
+    positions = {name: f"seg-00000001.lq@{offset}" for name, offset in offsets.items()}
     (refs / "seg-00000001.lq").write_bytes(refs_data)
     (refs / "spool").mkdir()
     (refs / "spool" / "2.eml").write_bytes(b"Subject: x\r\n\r\n")
@@ -396,7 +399,7 @@ def test_the_audit_follows_the_rules_one_damaged_place_one_finding(spark, tmp_pa
         ("refs", "orphan_record", positions["START"], len(record(START, M2, (0, 0),
                                                                  string("fast")))),
         ("refs", "orphan_delivery", positions["DELIVERY"],
-         len(record(DELIVERY, M2, (0, 0), delivery([("r@example.net", 1, "451")])))),
+         len(record(DELIVERY, M2, (0, 0), UNATTACHED_OUTCOME))),
         ("refs", "orphan_record", positions["FINISH"], len(record(FINISH, M2, (0, 0), u8(0)))),
         ("gap", "corrupt_segment", "seg-00000002.lq@0", 0),
         ("gap", "unreclaimed_segment", "seg-00000001.lq",
