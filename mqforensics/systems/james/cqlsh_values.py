@@ -87,6 +87,11 @@ def _shown(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+def is_text(cql_type: str) -> bool:
+    """Whether a column of `cql_type` holds text (where an empty value exists)."""
+    return _unfrozen(parse(cql_type)).name in _TEXT
+
+
 def parse_value(text: str, cql_type: str | CqlType, column: str | None = None) -> Any:
     """Parse one CSV field (already CSV-unquoted) of CQL type `cql_type`; ``""`` is null.
 
@@ -96,8 +101,17 @@ def parse_value(text: str, cql_type: str | CqlType, column: str | None = None) -
     return parser_for(cql_type, column)(text)
 
 
-def parser_for(cql_type: str | CqlType, column: str | None = None) -> FieldParser:
-    """A function parsing one CSV field of type `cql_type` (compiled once, called per row)."""
+def parser_for(
+    cql_type: str | CqlType,
+    column: str | None = None,
+    *,
+    timestamp_format: str | None = None,
+    thousands_sep: str = "",
+) -> FieldParser:
+    """A function parsing one CSV field of type `cql_type` (compiled once, called per row).
+    `timestamp_format` and `thousands_sep`: a top-level timestamp's ``strftime`` format and the
+    separator of integer groups, when the export was written with ``DATETIMEFORMAT`` or
+    ``THOUSANDSSEP`` (copy_options.py)."""
     from mqforensics.errors import InputError
 
     cql = parse(cql_type) if isinstance(cql_type, str) else cql_type
@@ -117,6 +131,11 @@ def parser_for(cql_type: str | CqlType, column: str | None = None) -> FieldParse
         scalar = None if composite or inner.name in _TEXT else _scalar(inner)
     except _Invalid as exc:
         raise InputError(f"{exc.reason}{suffix}") from None
+    if scalar is not None and timestamp_format and inner.name == "timestamp":
+        scalar = functools.partial(_formatted_timestamp, timestamp_format)
+    if scalar is not None and thousands_sep and inner.name in _INT_RANGES:
+        grouped, bits = thousands_sep, _INT_RANGES[inner.name]
+        scalar = lambda text: _integer(text.replace(grouped, ""), bits)  # noqa: E731
 
     if inner.name in _TEXT:
 
@@ -267,6 +286,17 @@ def _timestamp(text: str) -> dt.datetime:
         return value.astimezone(dt.UTC)
     except (ValueError, OverflowError):
         raise _Invalid("not a valid date or time") from None
+
+
+def _formatted_timestamp(timestamp_format: str, text: str) -> dt.datetime:
+    """A timestamp cqlsh wrote with ``DATETIMEFORMAT`` (it holds ``%z``), or as milliseconds
+    since the epoch when strftime could not format it."""
+    try:
+        return dt.datetime.strptime(text, timestamp_format).astimezone(dt.UTC)
+    except ValueError:
+        if _EPOCH_MS.fullmatch(text):
+            return _timestamp(text)
+        raise _Invalid(f"not in the export's DATETIMEFORMAT {timestamp_format!r}") from None
 
 
 def _blob(text: str) -> bytes:

@@ -5,7 +5,9 @@ An admin exports each table of the mail queue view, one file per table, into one
 - ``cqlsh -e "COPY apache_james.<table> TO '<table>.csv' WITH HEADER=true"`` (cqlsh's default
   CSV dialect: ``,`` separator, ``"`` quote, ``\\`` escape, empty field = null), also split by
   ``MAXOUTPUTSIZE=N``: ``<table>.csv`` with the header and N rows, then ``<table>.csv.1``,
-  ``<table>.csv.2``, ... of N rows each and no header (cqlshlib/copyutil.py, ExportWriter), or
+  ``<table>.csv.2``, ... of N rows each and no header (cqlshlib/copyutil.py, ExportWriter), and
+  written with other ``COPY`` options when ``cqlsh_copy.json`` records them (copy_options.py),
+  or
 - Parquet as Spark writes a table: ``<table>.parquet`` (a file or a directory of part files),
   or a directory ``<table>/`` of part files (``df.write.parquet(".../<table>")``, with or
   without ``_SUCCESS``, hive-style partition folders too): Cassandra's lower-case column names,
@@ -35,6 +37,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +48,7 @@ from mqforensics.errors import ConfigError, InputError
 from mqforensics.sources import parquet_footer
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history
+from mqforensics.systems.james.copy_options import CopyOptions, read_copy_options
 from mqforensics.systems.james.schema import (
     BROWSE_START,
     BROWSE_START_TABLE,
@@ -84,16 +88,6 @@ _REQUIRED = (DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE)
 _SMALL_TABLES = (BROWSE_START_TABLE, CONTENT_START_TABLE, EVENT_STORE_TABLE)
 SMALL_TABLE_ROWS = 10_000
 
-# cqlsh COPY TO's default dialect (cqlshlib/copyutil.py: QUOTE '"', ESCAPE '\\', and
-# doublequote off because they differ; DELIMITER ',').
-_DIALECT = {
-    "delimiter": ",",
-    "quotechar": '"',
-    "escapechar": "\\",
-    "doublequote": False,
-    "strict": True,
-}
-
 
 @dataclass(frozen=True)
 class TableFile:
@@ -106,6 +100,8 @@ class TableFile:
     # A CSV export split by cqlsh (MAXOUTPUTSIZE): ``<table>.csv.1``, ``.2``, ... after `path`,
     # each without the header line.
     parts: tuple[Path, ...] = ()
+    # The COPY options a CSV export was written with (``cqlsh_copy.json``; cqlsh's defaults).
+    copy: CopyOptions = dataclass_field(default_factory=CopyOptions)
 
     @property
     def files(self) -> tuple[Path, ...]:
@@ -251,7 +247,7 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
             raise ConfigError(f"{directory} holds both {names} for table {table}; keep one")
         parts = _split_parts(directory, csv_path)
         if csv_path.exists():
-            return TableFile(table, csv_path, "csv", parts)
+            return TableFile(table, csv_path, "csv", parts, copy)
         if parts:
             raise InputError(
                 f"{directory} holds {parts[0].name} but not {csv_path.name}: the first file of "
@@ -268,6 +264,7 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
             )
         return None
 
+    copy = read_copy_options(directory)
     enqueued = [f for f in (find(t) for t in ENQUEUED_TABLES) if f is not None]
     found: dict[str, TableFile | None] = {t: find(t) for t in (*_REQUIRED, CONTENT_START_TABLE)}
     missing = [t for t in _REQUIRED if found[t] is None]
@@ -381,7 +378,8 @@ def read_table_export(
     if not path.exists():
         raise InputError(f"{path} does not exist")
     spark.dataSource.register(CqlshCsvSource)
-    return _read_table(spark, TableFile(table, path, path.suffix[1:]), chunk_bytes)
+    copy = read_copy_options(path.parent) if path.suffix == ".csv" else CopyOptions()
+    return _read_table(spark, TableFile(table, path, path.suffix[1:], copy=copy), chunk_bytes)
 
 
 def _read_table(
@@ -398,6 +396,7 @@ def _read_csv(spark: SparkSession, table_file: TableFile, chunk_bytes: int) -> D
         spark.read.format(CqlshCsvSource.name())
         .option("path", str(table_file.path))
         .option("parts", json.dumps([str(p) for p in table_file.parts]))
+        .option("copy", table_file.copy.to_json())
         .option("table", table_file.table)
         .option("header", json.dumps(header))
         .option("chunk_bytes", str(chunk_bytes))
@@ -416,7 +415,7 @@ def _csv_header(table_file: TableFile) -> list[str]:
         raise InputError(f"{name} line 1: no header line (export with WITH HEADER=true)")
     try:
         text = first.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
-        header = next(csv.reader([text], **_DIALECT))  # type: ignore[arg-type]
+        header = next(csv.reader([text], **table_file.copy.dialect()))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"{name} line 1: unreadable header ({exc})") from None
     expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
@@ -600,16 +599,25 @@ class CqlshCsvSource(DataSource):
             self.options.get("chunk_bytes", str(CHUNK_BYTES)), "chunk_bytes"
         )
         parts = json.loads(self.options.get("parts") or "[]")
-        return CqlshCsvReader([path, *parts], table, header, chunk_bytes)
+        copy = CopyOptions.from_json(self.options.get("copy"))
+        return CqlshCsvReader([path, *parts], table, header, chunk_bytes, copy)
 
 
 class CqlshCsvReader(DataSourceReader):
     """Plans byte ranges on the driver; `read` parses one range in a Python worker. `paths`:
     the export's file with the header line, then the split files without one."""
 
-    def __init__(self, paths: list[str], table: str, header: list[str], chunk_bytes: int) -> None:
+    def __init__(
+        self,
+        paths: list[str],
+        table: str,
+        header: list[str],
+        chunk_bytes: int,
+        copy: CopyOptions | None = None,
+    ) -> None:
         if chunk_bytes < 1:
             raise ConfigError("chunk_bytes must be at least 1")
+        self.copy = copy or CopyOptions()
         self.paths = paths
         self.table = table
         self.header = [h.lower() for h in header]
@@ -632,14 +640,21 @@ class CqlshCsvReader(DataSourceReader):
     def read(self, partition: ByteRange) -> Iterator[tuple]:  # type: ignore[override]
         import csv
 
-        from mqforensics.systems.james.cqlsh_values import parser_for
+        from mqforensics.systems.james.cqlsh_values import is_text, parser_for
 
         # Python's csv refuses fields over 128 KiB by default; attribute maps can be larger.
         csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
         path = self.paths[partition.file]
         name = Path(path).name
         types = dict(TABLE_COLUMNS[self.table])
-        parsers = [parser_for(types[column], column) for column in self.header]
+        copy = self.copy
+        parsers = [
+            parser_for(types[column], column, timestamp_format=copy.datetime_format,
+                       thousands_sep=copy.thousands_sep)
+            for column in self.header
+        ]  # fmt: skip
+        # With a NULL other than the empty string, an empty text field is the empty string.
+        empties = ["" if copy.null and is_text(types[column]) else None for column in self.header]
         order = [self.header.index(column) for column, _ in TABLE_COLUMNS[self.table]]
         width = len(self.header)
         with open(path, "rb") as stream:
@@ -668,7 +683,10 @@ class CqlshCsvReader(DataSourceReader):
                         f"{len(fields)} field(s), the header has {width}"
                     )
                 try:
-                    values = [parse(field) for parse, field in zip(parsers, fields, strict=True)]
+                    values = [
+                        None if field == copy.null else empty if field == "" else parse(field)
+                        for parse, empty, field in zip(parsers, empties, fields, strict=True)
+                    ]
                 except InputError as exc:
                     raise InputError(
                         f"{name} line {_line_number(path, line_start)}: {exc.message}"
@@ -691,7 +709,7 @@ class CqlshCsvReader(DataSourceReader):
         if not text.strip():
             return None
         try:
-            return next(csv.reader([text], **_DIALECT))  # type: ignore[arg-type]
+            return next(csv.reader([text], **self.copy.dialect()))
         except csv.Error as exc:
             raise InputError(
                 f"{name} line {_line_number(path, line_start)}: malformed CSV ({exc}; "

@@ -189,3 +189,49 @@ def test_other_scalar_types():
     assert parse_value("2026-11-01", "date") == dt.date(2026, 11, 1)
     assert parse_value("10:00:00.000000001", "time") == 36_000_000_000_001
     assert parse_value("[True, False]", "list<boolean>") == [True, False]
+
+
+# --- exports written with other COPY options (copy_options.py) ---------------------------------
+
+
+def test_the_copy_options_sidecar_gives_the_dialect_and_value_formats(tmp_path) -> None:
+    import json
+    import re
+
+    from mqforensics.errors import ConfigError
+    from mqforensics.systems.james.copy_options import CopyOptions, read_copy_options
+
+    assert read_copy_options(tmp_path) == CopyOptions()  # no sidecar: cqlsh's defaults
+    assert CopyOptions().dialect()["escapechar"] == "\\"
+    sidecar = tmp_path / "cqlsh_copy.json"
+    sidecar.write_text(json.dumps({
+        "delimiter": "|", "QUOTE": '"', "Escape": '"', "NULL": "<null>", "HEADER": "true",
+        "DATETIMEFORMAT": "%Y-%m-%dT%H:%M:%S%z", "THOUSANDSSEP": "_", "PAGESIZE": "500",
+        "ENCODING": "UTF-8", "MAXROWS": "-1", "DECIMALSEP": ",",
+    }))  # fmt: skip
+    copy = read_copy_options(tmp_path)
+    assert copy == CopyOptions("|", '"', '"', "<null>", "%Y-%m-%dT%H:%M:%S%z", "_")
+    assert copy.dialect() == {"delimiter": "|", "quotechar": '"', "doublequote": True,
+                              "strict": True}  # fmt: skip
+    assert CopyOptions.from_json(copy.to_json()) == copy
+    stamp = parser_for("timestamp", timestamp_format=copy.datetime_format)
+    assert stamp("2026-11-01T10:00:01+0100") == dt.datetime(2026, 11, 1, 9, 0, 1, tzinfo=dt.UTC)
+    assert stamp("1790000000000") == dt.datetime.fromtimestamp(1_790_000_000, dt.UTC)
+    with pytest.raises(InputError, match="not in the export's DATETIMEFORMAT"):
+        stamp("2026-11-01 10:00:01.000+0000")
+    assert parser_for("bigint", thousands_sep="_")("-1_234_567") == -1234567
+    refused = [
+        ({"MAXROWS": "10"}, "MAXROWS='10': the export holds part of the table"),
+        ({"BEGINTOKEN": "0"}, "BEGINTOKEN='0': the export holds part of the table"),
+        ({"DATETIMEFORMAT": "%Y-%m-%d %H:%M"}, "must hold %z"),
+        ({"DELIMITER": "||"}, "must be one character"),
+        ({"DELIMITER": '"'}, "DELIMITER must differ from QUOTE and ESCAPE"),
+        ({"HEADER": "false"}, "HEADER=true"),
+        ({"ENCODING": "latin1"}, "only UTF-8"),
+        ({"TTL": "3600"}, "TTL='3600': not a cqlsh COPY TO option"),
+        ({"NULL": 1}, "options as strings"),
+    ]
+    for given, message in refused:
+        sidecar.write_text(json.dumps(given))
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            read_copy_options(tmp_path)
