@@ -80,17 +80,12 @@ def parse_dirs(options: Any) -> list[str]:
     return dirs
 
 
-def segment_files(directory: Path) -> dict[int, Path]:
-    """`layout.segments` of `directory` (every number fits a Spark ``int``: reading rule 1)."""
-    return layout.segments(directory)
-
-
 def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
     """One partition per segment file, by directory and segment number."""
     return [
         SegmentPartition(queue, str(path))
         for queue in dirs
-        for path in segment_files(Path(queue)).values()
+        for path in layout.segments(Path(queue)).values()
     ]
 
 
@@ -217,7 +212,7 @@ def checked_dirs(dirs: Sequence[str | Path]) -> list[str]:
             raise InputError(f"{path}: no such queue directory")
         if not os.access(path, os.R_OK | os.X_OK):
             raise InputError(f"{path}: not readable")
-        for segment in segment_files(path).values():
+        for segment in layout.segments(path).values():
             if not os.access(segment, os.R_OK):
                 raise InputError(f"{segment}: not readable")
         if str(path) in out:

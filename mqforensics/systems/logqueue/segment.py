@@ -97,9 +97,8 @@ def segment_number_of(name: str) -> int | None:
     number zero-padded to at least 8 digits, from 1 to `format.MAX_SEGMENT`)."""
     stem = Path(name).name
     digits = stem[4:-3]
-    if not (stem.startswith("seg-") and stem.endswith(".lq") and digits.isascii()):
-        return None
-    if not digits.isdigit():
+    if not (stem.startswith("seg-") and stem.endswith(".lq") and digits.isascii()
+            and digits.isdigit()):  # fmt: skip
         return None
     number = int(digits)
     if not 0 < number <= fmt.MAX_SEGMENT or fmt.segment_name(number) != stem:

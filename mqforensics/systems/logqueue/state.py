@@ -254,7 +254,7 @@ def _message_row(
 def queue_view(directory: Path, records: list[Record], files: dict[Position, str]) -> QueueView:
     """The restart procedure's view of one queue directory from its `records` (any order;
     `files` maps each record's position to its file name)."""
-    segments = {n: p.stat().st_size for n, p in fleet.segment_files(directory).items()}
+    segments = {n: p.stat().st_size for n, p in layout.segments(directory).items()}
     names = {n: fmt.segment_name(n) for n in segments}
     saved, restart_problems = read_restart(directory)
     suffix = saved or ((min(segments), fmt.SEGMENT_HEADER_SIZE) if segments else None)
