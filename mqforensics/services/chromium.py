@@ -153,8 +153,9 @@ def browser(width: int, height: int) -> Iterator[str]:
                 f"chromium's stderr:\n{_tail(log)}"
             ) from exc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        if process.returncode is None:  # not reaped yet, so its pid is still its group's
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
         shutil.rmtree(profile, ignore_errors=True)

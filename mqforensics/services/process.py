@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -156,18 +157,39 @@ class ServerDir:
         return "\n".join("    " + line for line in text[-lines:])
 
 
-def _kill_group(pid: int, grace: float) -> None:
-    """SIGTERM the process group of `pid`, then SIGKILL it after `grace` seconds."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if grace == 0 and sig == signal.SIGTERM:
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not pid_alive(pid):
+def _kill_group(pid: int, grace: float, ours: Callable[[], bool] = lambda: True) -> None:
+    """SIGTERM the process group led by `pid`, then SIGKILL it after `grace` seconds; nothing if
+    `ours()` says, once the leader is held, that `pid` is not the process meant.
+
+    The leader is held by a pidfd. Once it has exited, its parent may reap it at any moment and
+    the number may go to an unrelated process (pids wrap at 32768 on a busy test machine), so
+    the group is never signalled after that: a stale number must not kill a stranger.
+    """
+    try:
+        leader = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if not ours():
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            if grace == 0 and sig == signal.SIGTERM:
+                continue
+            if _exited(leader, within=0):
                 return
-            time.sleep(0.1)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+            if _exited(leader, within=wait):
+                return
+    finally:
+        os.close(leader)
+
+
+def _exited(pidfd: int, within: float) -> bool:
+    """True once the process behind `pidfd` has exited (a zombie included), waiting at most
+    `within` seconds."""
+    readable, _, _ = select.select([pidfd], [], [], within)
+    return bool(readable)
 
 
 def launch(
@@ -236,7 +258,7 @@ def _stop_recorded(server: ServerDir, grace: float) -> bool:
         pid = server.owned_pid(pid_file)
         if pid is not None:
             found = True
-            _kill_group(pid, grace=grace)
+            _kill_group(pid, grace, ours=lambda f=pid_file, p=pid: server.owned_pid(f) == p)
         with contextlib.suppress(FileNotFoundError):
             pid_file.unlink()
     return found

@@ -5,12 +5,20 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from mqforensics.errors import ServiceStartError
 from mqforensics.services.harness import reap_dead_sessions
-from mqforensics.services.process import ServerDir, launch, pid_alive, port_open, stop
+from mqforensics.services.process import (
+    ServerDir,
+    _kill_group,
+    launch,
+    pid_alive,
+    port_open,
+    stop,
+)
 
 SLEEPER = "import sys, time; print('serving', sys.argv[1], flush=True); time.sleep(600)"
 
@@ -65,11 +73,23 @@ def start_companion(server: ServerDir) -> int:
     )
 
 
+def seen(server: ServerDir, pid: int, log: str) -> str:
+    """What the system shows of `pid`, for a failure message."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        stat, cmdline = (proc / "stat").read_text(), (proc / "cmdline").read_bytes()
+    except OSError as exc:
+        stat, cmdline = f"gone ({exc.strerror})", b""
+    return f"stat {stat!r}, cmdline {cmdline!r}, log {server.last_log_lines(server.logs / log)!r}"
+
+
 def test_stop_and_reap_end_a_companion_with_its_server(tmp_path):
     server = fresh(tmp_path)
     pid, worker = start_sleeper(server), start_companion(server)
-    assert server.owned_pid() == pid
-    assert server.owned_pid(server.companion_pid_file("worker")) == worker
+    assert server.owned_pid() == pid, seen(server, pid, "stdout.log")
+    assert server.owned_pid(server.companion_pid_file("worker")) == worker, seen(
+        server, worker, "worker.log"
+    )
     assert stop(server, grace=2)
     assert wait_dead(pid) and wait_dead(worker)
     assert not server.companion_pid_file("worker").exists()
@@ -79,6 +99,22 @@ def test_stop_and_reap_end_a_companion_with_its_server(tmp_path):
     assert wait_dead(pid)
     assert ServerDir(server.path).reap()
     assert wait_dead(worker)
+
+
+def test_a_group_is_not_signalled_once_its_number_is_no_longer_the_one_meant(tmp_path):
+    """The pid was checked, then (before the leader was held) went to another process: the check
+    made after holding it stops the kill."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             start_new_session=True)  # fmt: skip
+    try:
+        _kill_group(other.pid, grace=0, ours=lambda: False)
+        time.sleep(0.3)
+        assert other.poll() is None
+        _kill_group(other.pid, grace=0)
+        assert other.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_reap_never_kills_an_unrelated_process_that_reused_the_pid(tmp_path):
