@@ -27,6 +27,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
@@ -241,6 +242,10 @@ def launch(
     )
 
 
+def _still_owned(server: ServerDir, pid_file: Path, pid: int) -> bool:
+    return server.owned_pid(pid_file) == pid
+
+
 def stop(server: ServerDir, grace: float = 3.0) -> bool:
     """Stop the server recorded in `server` (SIGTERM, then SIGKILL); True if one was running.
 
@@ -258,7 +263,7 @@ def _stop_recorded(server: ServerDir, grace: float) -> bool:
         pid = server.owned_pid(pid_file)
         if pid is not None:
             found = True
-            _kill_group(pid, grace, ours=lambda f=pid_file, p=pid: server.owned_pid(f) == p)
+            _kill_group(pid, grace, ours=partial(_still_owned, server, pid_file, pid))
         with contextlib.suppress(FileNotFoundError):
             pid_file.unlink()
     return found
