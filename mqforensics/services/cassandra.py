@@ -9,27 +9,20 @@ IllegalAccessException during start-up).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
-import tarfile
 import time
-import urllib.request
-from importlib import resources
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
-from mqforensics.services.cache import cache_dir
+from mqforensics.services import maven
 from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
 
 VERSION = os.environ.get("MQF_CASSANDRA_VERSION", "5.0.9")
 # Cassandra's built-in superuser; PasswordAuthenticator is on so that credential errors are real.
 USERNAME = "cassandra"
 PASSWORD = "cassandra"
-
-MAVEN_VERSION = "3.9.9"
-MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 
 # conf/jvm17-server.options of Cassandra 5.0 (the module flags are required on Java 17).
 JAVA17_FLAGS = [
@@ -83,7 +76,7 @@ JAVA17_FLAGS = [
 ]
 
 
-def _java() -> str:
+def java_binary() -> str:
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if not java or not Path(java).exists():
@@ -95,58 +88,15 @@ def _java() -> str:
     return java
 
 
-def _maven() -> str:
-    """`mvn` from PATH, or Apache Maven itself fetched from Maven Central into the cache."""
-    found = shutil.which("mvn")
-    if found:
-        return found
-    home = cache_dir(f"apache-maven-{MAVEN_VERSION}")
-    mvn = home / f"apache-maven-{MAVEN_VERSION}" / "bin" / "mvn"
-    if mvn.exists():
-        return str(mvn)
-    base = f"{MAVEN_CENTRAL}/org/apache/maven/apache-maven/{MAVEN_VERSION}"
-    name = f"apache-maven-{MAVEN_VERSION}-bin.tar.gz"
-    archive = home / name
-    urllib.request.urlretrieve(f"{base}/{name}", archive)
-    with urllib.request.urlopen(f"{base}/{name}.sha512") as response:
-        expected = response.read().decode().split()[0]
-    if hashlib.sha512(archive.read_bytes()).hexdigest() != expected:
-        archive.unlink()
-        raise ServiceStartError(f"checksum mismatch for {base}/{name}")
-    with tarfile.open(archive) as tar:
-        tar.extractall(home, filter="data")
-    archive.unlink()
-    mvn.chmod(0o755)
-    return str(mvn)
-
-
 def fetch_runtime(version: str = VERSION) -> Path:
     """The directory of Cassandra `version`'s jars, downloading them on first use."""
-    lib = cache_dir(f"cassandra-{version}") / "lib"
-    marker = lib / ".complete"
-    if marker.exists():
-        return lib
-    shutil.rmtree(lib, ignore_errors=True)
-    workdir = lib.parent
-    pom = workdir / "pom.xml"
-    pom.write_bytes(resources.files(__package__).joinpath("cassandra-runtime.pom.xml").read_bytes())
-    command = [
-        _maven(),
-        "-B",
-        "-q",
-        "-f",
-        str(pom),
-        f"-Dcassandra.version={version}",
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={lib}",
-        "-DincludeScope=runtime",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0 or not any(lib.glob("cassandra-all-*.jar")):
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
-        raise ServiceStartError(f"could not fetch Cassandra {version} from Maven Central:\n{tail}")
-    marker.write_text(version)
-    return lib
+    return maven.fetch_jars(
+        f"cassandra-{version}",
+        "cassandra-runtime.pom.xml",
+        {"cassandra.version": version},
+        "cassandra-all-*.jar",
+        f"Cassandra {version}",
+    )
 
 
 def _yaml(server: ServerDir, native_port: int, storage_port: int) -> str:
@@ -223,7 +173,7 @@ def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> 
 
 def start(server: ServerDir, *, heap: str | None = None, timeout: float = 180.0) -> dict:
     """Start Cassandra in `server` (after `reap` and `reset`) and return its connection info."""
-    java = _java()
+    java = java_binary()
     lib = fetch_runtime()
     native_port, storage_port, jmx_port = free_ports(3)
     config = server.path / "cassandra.yaml"

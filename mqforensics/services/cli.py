@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mqforensics.credentials import is_secret_name
 from mqforensics.errors import ConfigError
-from mqforensics.services import cassandra, slimta_runtime
+from mqforensics.services import cassandra, dsbulk, slimta_runtime
 from mqforensics.services.harness import DEFAULT_SERVICES, STARTERS, Harness
 
 DEFAULT_ROOT = Path(os.environ.get("MQF_SERVICES_DIR", ".services"))
@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         lib = cassandra.fetch_runtime()
         print(f"Cassandra {cassandra.VERSION} runtime: {lib} ({len(list(lib.glob('*.jar')))} jars)")
+        jars = len(list(dsbulk.fetch_runtime().glob("*.jar")))
+        print(f"DSBulk {dsbulk.VERSION} (tests only): {jars} jars")
         python = slimta_runtime.ensure_runtime()
         print(f"python-slimta {slimta_runtime.SLIMTA_VERSION} runtime (tests only): {python}")
         return 0

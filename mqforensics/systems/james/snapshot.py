@@ -47,8 +47,9 @@ from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.sources import parquet_footer
 from mqforensics.spark import local_frame
-from mqforensics.systems.james import config_history
+from mqforensics.systems.james import config_history, dsbulk
 from mqforensics.systems.james.copy_options import CopyOptions, read_copy_options
+from mqforensics.systems.james.dsbulk import DsbulkSource
 from mqforensics.systems.james.schema import (
     BROWSE_START,
     BROWSE_START_TABLE,
@@ -96,9 +97,11 @@ class TableFile:
 
     table: str
     path: Path
-    kind: str  # "csv" or "parquet"
+    # "csv" (cqlsh), "parquet", "dsbulk-csv" / "dsbulk-json" (`path` the table's directory,
+    # `parts` its files) or "empty" (a table's empty directory: DSBulk's unload of no rows)
+    kind: str
     # A CSV export split by cqlsh (MAXOUTPUTSIZE): ``<table>.csv.1``, ``.2``, ... after `path`,
-    # each without the header line.
+    # each without the header line; or the output files of a DSBulk unload.
     parts: tuple[Path, ...] = ()
     # The COPY options a CSV export was written with (``cqlsh_copy.json``; cqlsh's defaults).
     copy: CopyOptions = dataclass_field(default_factory=CopyOptions)
@@ -109,6 +112,11 @@ class TableFile:
 
     @property
     def label(self) -> str:
+        if self.kind.startswith("dsbulk-"):
+            count = len(self.parts)
+            return f"{self.path.name}/ (DSBulk {self.kind[7:].upper()}, {count} file(s))"
+        if self.kind == "empty":
+            return f"{self.path.name}/ (empty: DSBulk's unload of no rows)"
         split = f" and {len(self.parts)} split file(s) {self.path.name}.1.." if self.parts else ""
         return f"{self.path.name}{split}"
 
@@ -129,6 +137,7 @@ def read_snapshot(
     enqueued = files["enqueued"]
     assert enqueued is not None
     spark.dataSource.register(CqlshCsvSource)
+    spark.dataSource.register(DsbulkSource)
 
     notes = [f"{f.table} from {f.label}" for f in files.values() if f is not None]
     content = files[CONTENT_START_TABLE]
@@ -256,11 +265,18 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
         if parquet_path.exists():
             return TableFile(table, parquet_path, "parquet")
         if spark_dir.is_dir():
+            kind = dsbulk.export_format(spark_dir)
+            if kind is not None:
+                return TableFile(
+                    table, spark_dir, f"dsbulk-{kind}", tuple(dsbulk.data_files(spark_dir))
+                )
+            if not dsbulk.data_files(spark_dir) and not any(spark_dir.iterdir()):
+                return TableFile(table, spark_dir, "empty")
             return TableFile(table, spark_dir, "parquet")
         if spark_dir.exists():
             raise InputError(
                 f"{spark_dir}: a table export must be <table>.csv, <table>.parquet or a "
-                "directory <table>/ of Parquet files"
+                "directory <table>/ of Parquet, DSBulk CSV or DSBulk JSON files"
             )
         return None
 
@@ -278,10 +294,25 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
     if missing:
         raise InputError(
             f"snapshot directory {directory} lacks table(s) {', '.join(missing)} "
-            "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet files)"
+            "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet or "
+            "DSBulk files)"
         )
     found["enqueued"] = enqueued[0]
+    _check_empty_directories(directory, found)
     return found
+
+
+def _check_empty_directories(directory: Path, found: dict[str, TableFile | None]) -> None:
+    """An empty table directory is what DSBulk leaves for a table without rows; in a snapshot
+    that holds no other DSBulk unload it is more likely a copy that lost its files."""
+    present = [f for key, f in found.items() if f is not None and key != "enqueued"]
+    empty = [f for f in present if f.kind == "empty"]
+    if empty and not any(f.kind.startswith("dsbulk-") for f in present):
+        raise InputError(
+            f"{empty[0].path}: an empty directory, and no other table in {directory} is a DSBulk "
+            "unload (DSBulk leaves an empty directory for a table without rows); the export "
+            "lost its files?"
+        )
 
 
 def _split_parts(directory: Path, csv_path: Path) -> tuple[Path, ...]:
@@ -314,7 +345,13 @@ def check_export(files: dict[str, TableFile | None]) -> None:
             continue
         if found.kind == "csv":
             _csv_header(found)
-        else:
+        elif found.kind == "dsbulk-csv":
+            for path in found.parts:
+                expected = [n for n, _ in TABLE_COLUMNS[found.table]]
+                _check_columns(
+                    dsbulk.shown(path), dsbulk.csv_header(path), expected, "header", found.table
+                )
+        elif found.kind == "parquet":
             check_parquet(found.path)
 
 
@@ -382,12 +419,36 @@ def read_table_export(
     return _read_table(spark, TableFile(table, path, path.suffix[1:], copy=copy), chunk_bytes)
 
 
+def canonical_ddl(table: str) -> str:
+    """The canonical schema a table's frame has (schema.py; entries without table_version)."""
+    return _CANONICAL[table]
+
+
 def _read_table(
     spark: SparkSession, table_file: TableFile, chunk_bytes: int = CHUNK_BYTES
 ) -> DataFrame:
     if table_file.kind == "csv":
         return _read_csv(spark, table_file, chunk_bytes)
+    if table_file.kind == "empty":
+        return local_frame(spark, [], _CANONICAL[table_file.table])
+    if table_file.kind.startswith("dsbulk-"):
+        return _read_dsbulk(spark, table_file)
     return _read_parquet(spark, table_file)
+
+
+def _read_dsbulk(spark: SparkSession, table_file: TableFile) -> DataFrame:
+    if table_file.kind == "dsbulk-csv":
+        expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
+        for path in table_file.parts:
+            header = dsbulk.csv_header(path)
+            _check_columns(dsbulk.shown(path), header, expected, "header", table_file.table)
+    return (
+        spark.read.format(DsbulkSource.name())
+        .option("paths", json.dumps([str(p) for p in table_file.parts]))
+        .option("format", table_file.kind.removeprefix("dsbulk-"))
+        .option("table", table_file.table)
+        .load()
+    )
 
 
 def _read_csv(spark: SparkSession, table_file: TableFile, chunk_bytes: int) -> DataFrame:
@@ -423,7 +484,9 @@ def _csv_header(table_file: TableFile) -> list[str]:
     return [h.strip() for h in header]
 
 
-def _check_columns(name: str, found: list[str], expected: list[str], what: str) -> None:
+def _check_columns(
+    name: str, found: list[str], expected: list[str], what: str, table: str | None = None
+) -> None:
     lowered = [f.lower() for f in found]
     missing = [c for c in expected if c not in lowered]
     unexpected = [f for f, low in zip(found, lowered, strict=True) if low not in expected]
@@ -438,7 +501,7 @@ def _check_columns(name: str, found: list[str], expected: list[str], what: str) 
             problems.append(f"repeated column(s) {', '.join(duplicated)}")
         raise InputError(
             f"{name}: {what} {', '.join(found) or '(empty)'} does not match table "
-            f"{name.split('.')[0]} ({'; '.join(problems)})"
+            f"{table or name.split('.')[0]} ({'; '.join(problems)})"
         )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics.errors import ConfigError, InputError, explain
+from mqforensics.services import dsbulk
 from mqforensics.sources.cassandra_scan import read_table
 from mqforensics.systems.james import config_history
 from mqforensics.systems.james.schema import (
@@ -33,6 +34,7 @@ from mqforensics.systems.james.snapshot import (
     read_table_export,
     write_parquet_snapshot,
 )
+from tests.integration.james.dsbulk_support import unload_tables
 
 pytestmark = pytest.mark.integration
 
@@ -623,7 +625,8 @@ def test_missing_and_doubled_tables(spark, exports, tmp_path):
         read_snapshot(spark, directory)
     assert caught.value.message == (
         f"snapshot directory {directory} lacks table(s) deletedmailsv2, eventstore "
-        "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet files)"
+        "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet or DSBulk "
+        "files)"
     )
     shutil.copy(exports["v4"] / "deletedmailsv2.csv", directory / "deletedmailsv2.csv")
     shutil.copy(exports["v4"] / "eventstore.csv", directory / "eventstore.csv")
@@ -690,3 +693,159 @@ def test_parquet_with_wrong_columns_or_types(spark, exports, tmp_path):
         InputError, match=re.escape("browsestart.parquet: cannot be read as Parquet")
     ):
         read_snapshot(spark, directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# DSBulk unloads (the real DSBulk 1.10 from Maven Central).
+
+V4_TABLES = ["enqueuedmailsv4", "deletedmailsv2", "browsestart", "contentstart", "eventstore"]
+
+
+@pytest.fixture(scope="module")
+def unloads(cassandra, keyspace, tmp_path_factory) -> dict[str, Path]:
+    """Every v4 table unloaded by DSBulk as CSV and as JSON (``dsbulk unload -t <table> -url
+    DIR/<table> [-c json]``), the v3 table as JSON, and the v4 one as gzipped CSV of 20 rows a
+    file."""
+    root = tmp_path_factory.mktemp("dsbulk")
+    csv_dir = unload_tables(cassandra, keyspace, V4_TABLES, root / "csv", "csv")
+    json_dir = unload_tables(cassandra, keyspace, V4_TABLES, root / "json", "json")
+    v3 = root / "v3"
+    v3.mkdir()
+    for table in ("deletedmailsv2", "browsestart", "eventstore"):
+        shutil.copytree(json_dir / table, v3 / table)
+    unload_tables(cassandra, keyspace, ["enqueuedmailsv3"], v3, "json")
+    gzipped = root / "gzip"
+    shutil.copytree(csv_dir, gzipped)
+    shutil.rmtree(gzipped / "enqueuedmailsv4")
+    unload_tables(
+        cassandra, keyspace, ["enqueuedmailsv4"], gzipped, "csv",
+        "--connector.csv.compression", "gzip", "-maxRecords", "20",
+    )  # fmt: skip
+    # A query that selects no row: DSBulk leaves the table's directory empty.
+    empty = root / "empty"
+    shutil.copytree(csv_dir, empty)
+    shutil.rmtree(empty / "contentstart")
+    dsbulk.unload(
+        cassandra, keyspace, "contentstart", empty / "contentstart",
+        query="SELECT * FROM contentstart WHERE queuename = 'none'",
+    )  # fmt: skip
+    return {"csv": csv_dir, "json": json_dir, "v3": v3, "gzip": gzipped, "empty": empty}
+
+
+def test_dsbulk_writes_the_format_the_reader_expects(unloads):
+    files = sorted(p.name for p in (unloads["csv"] / "enqueuedmailsv4").iterdir())
+    assert files == ["output-000001.csv"]
+    text = (unloads["csv"] / "enqueuedmailsv4" / "output-000001.csv").read_text()
+    assert text.startswith("queuename,timerangestart,bucketid,enqueueid,attributes,")
+    assert '"spool, \\"x\\""' in text  # a quote escaped with a backslash
+    assert "2026-11-01T10:00:01.123Z" in text and "1969-12-31T23:59:59.999Z" in text
+    assert '"550 5.1.1 <a@b.c>: \\"User unknown\\"\nsecond line' in text  # a raw line break
+    assert ',""\n' in text  # the empty state (the last column), quoted: not null
+    json_text = (unloads["json"] / "eventstore" / "output-000001.json").read_text()
+    assert json_text.count("\n") == 3 and '"snapshot":7' in json_text
+    assert len(list((unloads["gzip"] / "enqueuedmailsv4").glob("output-*.csv.gz"))) == 4
+    assert list((unloads["empty"] / "contentstart").iterdir()) == []  # no rows, no file
+
+
+@pytest.mark.parametrize("layout", ["csv", "json", "gzip"])
+def test_a_dsbulk_unload_reads_what_the_driver_reads(
+    spark, cassandra_endpoint, keyspace, unloads, layout
+):
+    state = read_snapshot(spark, unloads[layout])
+    kind = "JSON" if layout == "json" else "CSV"
+    files = 4 if layout == "gzip" else 1
+    assert f"enqueuedmailsv4 from enqueuedmailsv4/ (DSBulk {kind}, {files} file(s))" in state.notes
+    columns = [c for c, _ in TABLE_COLUMNS["enqueuedmailsv4"]]
+    expected = _rows(
+        _driver(spark, cassandra_endpoint, keyspace, "enqueuedmailsv4", columns), ["enqueueid"]
+    )
+    got = _rows(state.entries, ["enqueueid"])
+    assert {r.pop("table_version") for r in got} == {"v4"}
+    assert got == expected  # the empty state stays empty: DSBulk tells it from null
+    awkward = {r["enqueueid"]: r for r in got}["5b1f2d3e-0000-4000-8000-000000000001"]
+    assert awkward["name"] == AWKWARD and awkward["sender"] is None
+    for frame, table, key in [
+        (state.deleted, "deletedmailsv2", ["queuename", "enqueueid"]),
+        (state.browse_start, "browsestart", ["queuename"]),
+        (state.content_start, "contentstart", ["queuename"]),
+    ]:
+        names = [c for c, _ in TABLE_COLUMNS[table]]
+        driver = _rows(_driver(spark, cassandra_endpoint, keyspace, table, names), key)
+        assert _rows(frame, key) == driver, table
+    assert [tuple(r) for r in state.config_history.collect()] == [
+        (0, 3600, 1, 1000),
+        (1, 1800, 4, 100),
+    ]
+
+
+def test_a_v3_dsbulk_json_unload_reads_empty_collections_as_null(
+    spark, cassandra_endpoint, keyspace, unloads
+):
+    state = read_snapshot(spark, unloads["v3"])
+    columns = [c for c, _ in TABLE_COLUMNS["enqueuedmailsv3"]]
+    expected = _rows(
+        _driver(spark, cassandra_endpoint, keyspace, "enqueuedmailsv3", columns), ["enqueueid"]
+    )
+    got = _rows(state.entries, ["enqueueid"])
+    assert {r.pop("table_version") for r in got} == {"v3"}
+    assert got == expected
+    empty = {r["enqueueid"]: r for r in got}["5b1f2d3e-0000-4000-8000-000000000002"]
+    assert empty["recipients"] is None and empty["attributes"] is None
+
+
+def test_broken_dsbulk_files_name_file_and_line(spark, unloads, tmp_path):
+    directory = tmp_path / "broken"
+    shutil.copytree(unloads["csv"], directory)
+    path = directory / "enqueuedmailsv4" / "output-000001.csv"
+    original = path.read_text()
+    lines = original.split("\n")
+
+    def broken(edit_line: int, text: str) -> str:
+        path.write_text("\n".join([*lines[: edit_line - 1], text, *lines[edit_line:]]))
+        return _error_of(lambda: read_snapshot(spark, directory).entries.count())
+
+    # A plain row (the awkward one spans lines), and the last row.
+    number = next(i + 1 for i, line in enumerate(lines) if i and "-n" in line)
+    row = lines[number - 1].split(",")
+    at = f"InputError: enqueuedmailsv4/output-000001.csv line {number}:"
+    assert broken(number, ",".join([*row[:2], "x", *row[3:]])) == (
+        f"{at} cannot read 'x' as int for column bucketid"
+    )
+    assert broken(number, ",".join(row[:-1])).startswith(f"{at} 16 field(s), the header has 17")
+    last = len(lines) - 1  # the file ends with a line break
+    assert broken(last, lines[last - 1] + ',"never closed') == (
+        f"InputError: enqueuedmailsv4/output-000001.csv line {last}: a quoted field is never closed"
+    )
+    path.write_text(original.replace("queuename,", "queue,", 1))
+    assert _error_of(lambda: read_snapshot(spark, directory)).endswith(
+        "does not match table enqueuedmailsv4 (missing column(s) queuename; unexpected "
+        "column(s) queue)"
+    )
+    path.write_text(original)
+
+    json_dir = tmp_path / "broken-json"
+    shutil.copytree(unloads["json"], json_dir)
+    events = json_dir / "eventstore" / "output-000001.json"
+    first, *rest = events.read_text().splitlines()
+    events.write_text("\n".join([first.replace('"eventid":', '"eventId":"x","other":'), *rest]))
+    assert _error_of(lambda: read_snapshot(spark, json_dir)) == (
+        "InputError: eventstore/output-000001.json line 1: unexpected column(s) other for table "
+        "eventstore"
+    )
+    events.write_text("\n".join([first[:-1], *rest]))
+    assert _error_of(lambda: read_snapshot(spark, json_dir)).startswith(
+        "InputError: eventstore/output-000001.json line 1: malformed JSON"
+    )
+
+
+def test_an_empty_table_directory_is_an_empty_table_only_beside_dsbulk_unloads(
+    spark, exports, unloads, tmp_path
+):
+    state = read_snapshot(spark, unloads["empty"])
+    assert "contentstart from contentstart/ (empty: DSBulk's unload of no rows)" in state.notes
+    assert state.content_start.count() == 0 and state.browse_start.count() == 3
+    cqlsh_export = _copy(exports, "v4", tmp_path)
+    (cqlsh_export / "contentstart.csv").unlink()
+    (cqlsh_export / "contentstart").mkdir()
+    with pytest.raises(InputError, match=r"contentstart: an empty directory, and no other table"):
+        read_snapshot(spark, cqlsh_export)
