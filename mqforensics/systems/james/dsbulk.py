@@ -42,9 +42,9 @@ FORMATS = ("csv", "json")
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
 # Compressions DSBulk offers that the standard library does not read.
 _UNREAD = (".zst", ".sz", ".lz4", ".snappy", ".deflate", ".br", ".z")
-# A quoted field (group 1, escapes still in) or an unquoted one (group 2).
-_FIELD = re.compile(r'"((?:[^"\\]|\\.)*)"|([^,"]*)', re.DOTALL)
-_QUOTE_OR_ESCAPE = re.compile(r'"|\\.', re.DOTALL)
+# A quoted field (its text, escapes still in, in group 1) and an unquoted one.
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
+_BARE = re.compile(r'[^,"]*')
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 
 
@@ -103,39 +103,41 @@ def csv_header(path: Path) -> list[str]:
         text = first.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
     except UnicodeDecodeError:
         raise InputError(f"{shown(path)} line 1: not UTF-8") from None
-    fields = _split(text) if text.strip() else None
+    try:
+        fields = _split(text) if text.strip() else None
+    except _Open:
+        fields = None
     if fields is None or any(f is None for f in fields):
         raise InputError(f"{shown(path)} line 1: no header line (unload with the default -header)")
     return [str(f).strip() for f in fields]
 
 
+class _Open(Exception):
+    """Internal: the record ends inside a quoted field (it goes on on the next line)."""
+
+
 def _split(text: str) -> list[str | None] | None:
-    """The fields of one CSV record (None for an unquoted empty field); None if malformed."""
+    """The fields of one CSV record (None for an unquoted empty field); None if malformed;
+    raises _Open if a quoted field is not closed by the end of `text`."""
     fields: list[str | None] = []
     pos, end = 0, len(text)
     while True:
-        match = _FIELD.match(text, pos)
-        assert match is not None  # the unquoted branch matches the empty string
-        quoted, bare = match.group(1), match.group(2)
-        if quoted is not None:
+        if text.startswith('"', pos):
+            match = _QUOTED.match(text, pos)
+            if match is None:
+                raise _Open
+            quoted = match.group(1)
             fields.append(_ESCAPED.sub(r"\1", quoted) if "\\" in quoted else quoted)
         else:
-            fields.append(bare or None)
+            match = _BARE.match(text, pos)
+            assert match is not None  # it matches the empty string
+            fields.append(match.group() or None)
         pos = match.end()
         if pos == end:
             return fields
         if text[pos] != ",":
             return None
         pos += 1
-
-
-def _open_quote(text: str) -> bool:
-    """Whether `text` ends inside a quoted field (the row goes on on the next line)."""
-    inside = False
-    for match in _QUOTE_OR_ESCAPE.finditer(text):
-        if match.group() == '"':
-            inside = not inside
-    return inside
 
 
 def csv_rows(stream: IO[bytes], name: str) -> Iterator[tuple[int, list[str | None]]]:
@@ -154,12 +156,13 @@ def csv_rows(stream: IO[bytes], name: str) -> Iterator[tuple[int, list[str | Non
         buffered.append(text)
         record = "".join(buffered)
         body = record[:-2] if record.endswith("\r\n") else record.removesuffix("\n")
-        if '"' in body and _open_quote(body):
+        try:
+            fields = _split(body)
+        except _Open:
             continue
         buffered = []
         if not body.strip():
             continue
-        fields = _split(body)
         if fields is None:
             raise InputError(f"{name} line {start}: malformed CSV (a quote inside a field)")
         yield start, fields

@@ -53,8 +53,10 @@ class _Invalid(Exception):
 
 
 def _shown(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "..."
+    return repr(value if len(value) <= limit else value[:limit] + "...")
 
 
 def is_text(cql_type: str) -> bool:
