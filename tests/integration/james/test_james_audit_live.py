@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +24,9 @@ from datasets.james import generate as gen
 from datasets.james.load import load_into_cassandra, load_into_s3, unload
 from mqforensics.cli import main
 from mqforensics.services import seaweedfs
+from mqforensics.sources.cassandra_scan import read_table
 from mqforensics.systems.james.config_history import history_rows
+from tests.integration.james.dsbulk_support import unload_tables
 
 pytestmark = pytest.mark.integration
 
@@ -166,23 +170,50 @@ def test_a_keyspace_without_james_tables_is_named(spark, environment, tmp_path, 
     assert "no table enqueuedmailsv4 or enqueuedmailsv3, deletedmailsv2, browsestart" in err
 
 
-def test_audit_of_a_real_cqlsh_export_finds_exactly_the_planted_anomalies(
-    spark, loaded, environment, cqlsh, tmp_path
-):
-    state, keyspace, bucket = loaded
-    export = tmp_path / "export"
-    export.mkdir()
+def _export(tool: str, state: gen.GeneratedState, keyspace: str, export: Path, run) -> str:
+    """The state's tables exported into `export` by the real `tool`, in the layout the case
+    uses for it; the layout's name."""
     tables = [state.enqueued_table, "deletedmailsv2", "browsestart", "eventstore"]
     if state.table_version == "v4":
         tables.append("contentstart")
-    # The v4 enqueued table split by cqlsh into files of 50 rows (MAXOUTPUTSIZE).
-    split = " AND MAXOUTPUTSIZE=50" if state.table_version == "v4" else ""
-    cqlsh("; ".join(
-        f"COPY {keyspace}.{table} TO '{export / table}.csv' WITH HEADER=true"
-        + (split if table == state.enqueued_table else "")
-        for table in tables
-    ))  # fmt: skip
-    assert (export / f"{state.enqueued_table}.csv.1").exists() == bool(split)
+    v4 = state.table_version == "v4"
+    if tool == "cqlsh":
+        # The v4 enqueued table split by cqlsh into files of 50 rows (MAXOUTPUTSIZE).
+        split = " AND MAXOUTPUTSIZE=50" if v4 else ""
+        export.mkdir()
+        run["cqlsh"]("; ".join(
+            f"COPY {keyspace}.{table} TO '{export / table}.csv' WITH HEADER=true"
+            + (split if table == state.enqueued_table else "")
+            for table in tables
+        ))  # fmt: skip
+        assert (export / f"{state.enqueued_table}.csv.1").exists() == v4
+        return "cqlsh CSV split by MAXOUTPUTSIZE" if v4 else "cqlsh CSV"
+    if tool == "dsbulk":
+        unload_tables(run["cassandra"], keyspace, tables, export, "csv" if v4 else "json")
+        return "DSBulk CSV" if v4 else "DSBulk JSON"
+    export.mkdir()
+    for table in tables:
+        frame = read_table(run["spark"], run["endpoint"], keyspace, table, splits=4)
+        if v4:  # Spark's own layout: <table>/part-*.parquet and _SUCCESS
+            frame.write.parquet(str(export / table))
+        else:  # one Parquet file per table
+            parts = export.parent / f"parts-{table}"
+            frame.coalesce(1).write.parquet(str(parts))
+            (part,) = parts.glob("part-*.parquet")
+            shutil.move(part, export / f"{table}.parquet")
+    return "Spark directories" if v4 else "Parquet files"
+
+
+@pytest.mark.parametrize("tool", ["cqlsh", "dsbulk", "spark"])
+def test_audit_of_an_export_by_each_real_tool_finds_exactly_the_planted_anomalies(
+    spark, loaded, environment, cqlsh, cassandra, cassandra_endpoint, tmp_path, tool
+):
+    """The same state exported by cqlsh, DSBulk and Spark, two layouts each over the two cases,
+    gives exactly the planted findings every time: the same findings from every layout."""
+    state, keyspace, bucket = loaded
+    run = {"cqlsh": cqlsh, "cassandra": cassandra, "spark": spark, "endpoint": cassandra_endpoint}
+    export = tmp_path / "export"
+    layout = _export(tool, state, keyspace, export, run)
     out = tmp_path / "out"
     status = main([
         "audit", "james", "--snapshot", str(export), "--blobs", f"s3://{bucket}",
@@ -191,8 +222,9 @@ def test_audit_of_a_real_cqlsh_export_finds_exactly_the_planted_anomalies(
     rows = json.loads((out / "findings.json").read_text())
     found = {(r["check"], r["severity"], r["queue"], r["subject"]) for r in rows}
     expected = expected_findings(state)  # an export holds every row, like a full scan
-    assert sorted(found - expected, key=str) == []
-    assert sorted(expected - found, key=str) == []
+    assert sorted(found - expected, key=str) == [], layout
+    assert sorted(expected - found, key=str) == [], layout
+    assert len(rows) == len(found)
     assert status == 1
 
 
