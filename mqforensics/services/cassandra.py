@@ -171,13 +171,16 @@ def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> 
         close_cluster(cluster)
 
 
-def start(server: ServerDir, *, heap: str | None = None, timeout: float = 180.0) -> dict:
-    """Start Cassandra in `server` (after `reap` and `reset`) and return its connection info."""
+def start(
+    server: ServerDir, *, heap: str | None = None, timeout: float = 180.0, settings: str = ""
+) -> dict:
+    """Start Cassandra in `server` (after `reap` and `reset`) and return its connection info.
+    `settings`: more cassandra.yaml lines (e.g. ``storage_compatibility_mode: NONE``)."""
     java = java_binary()
     lib = fetch_runtime()
     native_port, storage_port, jmx_port = free_ports(3)
     config = server.path / "cassandra.yaml"
-    config.write_text(_yaml(server, native_port, storage_port))
+    config.write_text(_yaml(server, native_port, storage_port) + settings)
     logback = server.path / "logback.xml"
     logback.write_text(_LOGBACK.format(log=server.logs / "system.log"))
     heap = heap or os.environ.get("MQF_CASSANDRA_HEAP", "1G")
@@ -222,3 +225,22 @@ def start(server: ServerDir, *, heap: str | None = None, timeout: float = 180.0)
         "log": str(server.logs / "system.log"),
     }
     return info
+
+
+def nodetool(info: dict, *args: str, timeout: float = 300.0) -> str:
+    """Run ``nodetool`` (Cassandra's own, from the cached jars) against the node `info`
+    describes (`start`'s result) over its local JMX port; its output, or a ServiceStartError
+    with its last lines."""
+    lib = fetch_runtime()
+    command = [
+        java_binary(), *JAVA17_FLAGS, "-XX:TieredStopAtLevel=1",
+        f"-Dcassandra.logdir={Path(info['log']).parent}", "-cp", f"{lib}/*",
+        "org.apache.cassandra.tools.NodeTool", "-h", LOOPBACK, "-p", str(info["jmx_port"]),
+        *args,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        tail = "\n".join(output.splitlines()[-8:])
+        raise ServiceStartError(f"nodetool {args[0] if args else ''} failed:\n{tail}")
+    return output

@@ -1,11 +1,13 @@
 """Where a James state is read from: the options of `audit james` (and `plan james`,
 `validate james`), what is checked before Spark starts, and the loader into a `JamesState`.
 
-Sources: a live cluster (``--cassandra``) or a directory of table exports (``--snapshot``);
+Sources: a live cluster (``--cassandra``), a directory of table exports (``--snapshot``) or
+of SSTables (``--sstables``, read by a private node: sstables.py);
 the default blob bucket optionally, as a live listing (``--blobs``), an S3 Inventory report
 (``--blob-inventory``), a local copy (``--blob-dir``) or a saved listing (``--blob-listing``).
 Options that only mean something for a live read (``--scan``, ``--since``, ``--queue``,
-``--consistency``, ``--partitions-per-query``) are refused with ``--snapshot``, never ignored,
+``--consistency``, ``--partitions-per-query``) are refused with the offline sources, never
+ignored,
 and a missing local path is an InputError before Spark starts. The plan header gets where the
 state was read from, as ``host:port`` and ``s3://bucket`` only: never a credential.
 """
@@ -52,10 +54,15 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     declare_login(cassandra, CASSANDRA_LOGIN, host=True)
     where.add_argument(
         "--snapshot", type=Path, metavar="DIR",
-        help="a directory of table exports: cqlsh COPY TO CSV files or Parquet "
-        "(<table>.csv or <table>.parquet)",
+        help="a directory of table exports: cqlsh COPY TO CSV, DSBulk unloads or Parquet "
+        "(<table>.csv, <table>/, <table>.parquet)",
     )  # fmt: skip
-    live = parser.add_argument_group("live reads (not with --snapshot)")
+    where.add_argument(
+        "--sstables", type=Path, metavar="DIR",
+        help="the tables' SSTables as nodetool snapshot writes them, read by a private "
+        "Cassandra node started on 127.0.0.1 (never the cluster)",
+    )  # fmt: skip
+    live = parser.add_argument_group("live reads (not with --snapshot or --sstables)")
     live.add_argument(
         "--scan", action="store_true",
         help="read the enqueued table by a token-range full scan instead of enumerating the "
@@ -133,12 +140,18 @@ def check_inputs(args: argparse.Namespace) -> None:
     or one that does not answer, a snapshot directory without its tables or with an export
     file that cannot be what it claims (`snapshot.check_export`), a local blob source that is
     not there or not of its kind."""
-    if args.snapshot is not None:
+    offline = _offline(args)
+    if offline is not None:
         for dest, flag in LIVE_ONLY:
             if getattr(args, dest, None):
                 raise ConfigError(
-                    f"{flag} is for a live read (--cassandra): it cannot be given with --snapshot"
+                    f"{flag} is for a live read (--cassandra): it cannot be given with {offline}"
                 )
+    if getattr(args, "sstables", None) is not None:
+        from mqforensics.systems.james.sstables import locate
+
+        locate(args.sstables)
+    elif args.snapshot is not None:
         from mqforensics.systems.james.snapshot import check_export, locate_tables
 
         if not args.snapshot.is_dir():
@@ -167,6 +180,13 @@ def check_inputs(args: argparse.Namespace) -> None:
     inventory = args.blob_inventory
     if inventory and not _is_s3(inventory) and not Path(inventory).exists():
         raise InputError(f"--blob-inventory {inventory} does not exist")
+
+
+def _offline(args: argparse.Namespace) -> str | None:
+    """The flag of the offline source the options name, if any."""
+    if getattr(args, "sstables", None) is not None:
+        return "--sstables"
+    return "--snapshot" if args.snapshot is not None else None
 
 
 def _is_s3(location: str) -> bool:
@@ -213,6 +233,10 @@ def read_state(
             partitions_per_query=args.partitions_per_query or PARTITIONS_PER_QUERY,
         )
         state = read_live(spark, cassandra_endpoint(args.cassandra), options, as_of=as_of)
+    elif getattr(args, "sstables", None) is not None:
+        from mqforensics.systems.james.sstables import read_sstables
+
+        state = read_sstables(spark, args.sstables, as_of=as_of)
     else:
         from mqforensics.systems.james.snapshot import read_snapshot
 
@@ -340,8 +364,9 @@ def manifest_inputs(args: argparse.Namespace) -> list[dict[str, Any]]:
             "keyspace": args.keyspace, "read": "scan" if args.scan else "enumerate",
         })  # fmt: skip
     else:
-        inputs.append({"kind": "snapshot", "location": str(args.snapshot.resolve()),
-                       **fingerprint(args.snapshot)})  # fmt: skip
+        offline = args.snapshot if args.snapshot is not None else args.sstables
+        inputs.append({"kind": "snapshot" if args.snapshot is not None else "sstables",
+                       "location": str(offline.resolve()), **fingerprint(offline)})  # fmt: skip
     if args.blobs:
         inputs.append({"kind": "s3 listing", "location": _s3_location(args.blobs)})
     elif args.blob_inventory:
@@ -402,8 +427,8 @@ def plan_inputs(args: argparse.Namespace, state: JamesState) -> dict[str, Any]:
         "source": state.source,
         "cassandra": cassandra,
         "keyspace": args.keyspace,
-        "snapshot": str(args.snapshot) if args.snapshot else None,
-        "snapshot_time": utc_text(state.as_of) if args.snapshot else None,
+        "snapshot": str(args.snapshot or getattr(args, "sstables", None) or "") or None,
+        "snapshot_time": utc_text(state.as_of) if _offline(args) else None,
         "blobs": _blob_source(args),
         "references_complete": state.references_complete,
     }
