@@ -15,6 +15,8 @@ Spark, the rest fail before it starts:
 - james audit: ``deletedmailsv2.parquet`` an empty directory -> no part files
 - james audit: an empty snapshot directory -> the tables it lacks
 - james audit: ``--snapshot`` given a file -> not a directory
+- james audit: ``--sstables`` of Cassandra 2.1 (version ``ka``) -> the first such file, its
+  format and version, before any node starts
 - james audit: ``--blob-listing`` random bytes -> not a Parquet file
 - james audit: ``--cassandra 127.0.0.1:1`` (nothing listens) -> Cassandra unreachable
 - james audit: ``--snapshot DIR --scan`` (a live-only option) -> refused with --snapshot
@@ -146,7 +148,7 @@ def james_empty_snapshot(inputs: Path, out: Path) -> Broken:
         re.escape(
             f"InputError: snapshot directory {empty} lacks table(s) enqueuedmailsv4 or "
             "enqueuedmailsv3, deletedmailsv2, browsestart, eventstore (expected <table>.csv, "
-            "<table>.parquet or a directory <table>/ of Parquet files)"
+            "<table>.parquet or a directory <table>/ of Parquet or DSBulk files)"
         ),
         str(empty),
     )
@@ -172,6 +174,25 @@ def james_random_blob_listing(inputs: Path, out: Path) -> Broken:
         [*argv, "--out", str(out)],
         re.escape(f"InputError: {listing}: not a Parquet file (first bytes {head})"),
         str(listing),
+    )
+
+
+def james_sstables_of_cassandra_2(inputs: Path, out: Path) -> Broken:
+    root = inputs / "backup" / "apache_james"
+    for table in ("enqueuedmailsv4", "deletedmailsv2", "browsestart", "eventstore"):
+        where = root / f"{table}-{'0' * 32}" / "snapshots" / "t1"
+        where.mkdir(parents=True)
+        (where / "ka-7-big-Data.db").write_bytes(random_bytes(256))
+        (where / "schema.cql").write_text(f"CREATE TABLE apache_james.{table} (k int PRIMARY KEY)")
+    first = root / f"browsestart-{'0' * 32}" / "snapshots" / "t1" / "ka-7-big-Data.db"
+    return Broken(
+        ["audit", "james", "--sstables", str(root.parent), "--out", str(out)],
+        re.escape(
+            f"InputError: {first}: SSTable format 'big' version 'ka' (Cassandra 2.1) cannot be "
+            "read by Cassandra 5.0 (it reads big ma..oa, Cassandra 3.0 to 5.0, and bti da); "
+            "upgrade the SSTables with nodetool upgradesstables"
+        ),
+        str(first),
     )
 
 
@@ -418,6 +439,7 @@ CASES: dict[str, Callable[[Path, Path], Broken]] = {
         james_empty_table_directory,
         james_empty_snapshot,
         james_snapshot_is_a_file,
+        james_sstables_of_cassandra_2,
         james_random_blob_listing,
         james_unreachable_cassandra,
         james_live_option_with_a_snapshot,
