@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.systems.james.schema import TABLE_COLUMNS
+from mqforensics.systems.james.table_source import TableSource
 
 FORMATS = ("csv", "json")
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
@@ -218,7 +219,7 @@ class OutputFile(InputPartition):
     path: str
 
 
-class DsbulkSource(DataSource):
+class DsbulkSource(TableSource):
     """``spark.read.format("mqf_dsbulk")``: one James table as DSBulk unloaded it.
 
     Options: ``paths`` (JSON list of the table's output files), ``format`` (``csv`` or
@@ -229,17 +230,6 @@ class DsbulkSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "mqf_dsbulk"
-
-    def _table(self) -> str:
-        table = self.options.get("table", "")
-        if table not in TABLE_COLUMNS:
-            raise ConfigError(f"option 'table' must be one of {', '.join(TABLE_COLUMNS)}")
-        return table
-
-    def schema(self) -> str:
-        from mqforensics.systems.james.snapshot import canonical_ddl
-
-        return canonical_ddl(self._table())
 
     def reader(self, schema: Any) -> DsbulkReader:
         kind = self.options.get("format", "")

@@ -41,7 +41,7 @@ from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
@@ -55,15 +55,13 @@ from mqforensics.systems.james.schema import (
     BROWSE_START_TABLE,
     CONTENT_START,
     CONTENT_START_TABLE,
-    DELETED,
     DELETED_TABLE,
     ENQUEUED_TABLES,
-    ENTRIES,
-    EVENT_STORE,
     EVENT_STORE_TABLE,
     TABLE_COLUMNS,
 )
 from mqforensics.systems.james.state import JamesState
+from mqforensics.systems.james.table_source import CANONICAL, TableSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,15 +72,6 @@ if TYPE_CHECKING:
 SNAPSHOT_FILE = "snapshot.json"
 CHUNK_BYTES = 64 * 1024 * 1024
 
-# The canonical schema each table is normalised to.
-_CANONICAL = {
-    "enqueuedmailsv4": ENTRIES.rsplit(", table_version string", 1)[0],
-    "enqueuedmailsv3": ENTRIES.rsplit(", table_version string", 1)[0],
-    DELETED_TABLE: DELETED,
-    BROWSE_START_TABLE: BROWSE_START,
-    CONTENT_START_TABLE: CONTENT_START,
-    EVENT_STORE_TABLE: EVENT_STORE,
-}
 _REQUIRED = (DELETED_TABLE, BROWSE_START_TABLE, EVENT_STORE_TABLE)
 # Tables of a handful of rows (a queue's starts, the configuration events), read on the driver
 # from a Parquet export of at most this many rows (`parquet_footer.small_rows`).
@@ -151,7 +140,7 @@ def read_snapshot(
     def read(found: TableFile) -> DataFrame:
         if found.kind == "parquet" and found.table in _SMALL_TABLES:
             # Read on the driver when its columns are plain: no Spark job at all.
-            ddl = _CANONICAL[found.table]
+            ddl = CANONICAL[found.table]
             columns = {f.name: f.dataType.simpleString() for f in _schema(ddl).fields}
             rows = parquet_footer.small_rows(found.path, columns, SMALL_TABLE_ROWS)
             if rows is not None:
@@ -419,18 +408,13 @@ def read_table_export(
     return _read_table(spark, TableFile(table, path, path.suffix[1:], copy=copy), chunk_bytes)
 
 
-def canonical_ddl(table: str) -> str:
-    """The canonical schema a table's frame has (schema.py; entries without table_version)."""
-    return _CANONICAL[table]
-
-
 def _read_table(
     spark: SparkSession, table_file: TableFile, chunk_bytes: int = CHUNK_BYTES
 ) -> DataFrame:
     if table_file.kind == "csv":
         return _read_csv(spark, table_file, chunk_bytes)
     if table_file.kind == "empty":
-        return local_frame(spark, [], _CANONICAL[table_file.table])
+        return local_frame(spark, [], CANONICAL[table_file.table])
     if table_file.kind.startswith("dsbulk-"):
         return _read_dsbulk(spark, table_file)
     return _read_parquet(spark, table_file)
@@ -518,7 +502,7 @@ def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
         ) from None
     expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
     _check_columns(name, [f.name for f in found.fields], expected, "columns")
-    canonical = _schema(_CANONICAL[table_file.table])
+    canonical = _schema(CANONICAL[table_file.table])
     actual = {f.name.lower(): f for f in found.fields}
     columns = []
     for field in canonical.fields:
@@ -625,7 +609,7 @@ class ByteRange(InputPartition):
     file: int = 0
 
 
-class CqlshCsvSource(DataSource):
+class CqlshCsvSource(TableSource):
     """``spark.read.format("mqf_cqlsh_csv")``: one cqlsh ``COPY TO`` CSV file of a James table.
 
     Options: ``path``, ``table`` (a key of TABLE_COLUMNS), ``header`` (JSON list of the file's
@@ -638,15 +622,6 @@ class CqlshCsvSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "mqf_cqlsh_csv"
-
-    def _table(self) -> str:
-        table = self.options.get("table", "")
-        if table not in TABLE_COLUMNS:
-            raise ConfigError(f"option 'table' must be one of {', '.join(TABLE_COLUMNS)}")
-        return table
-
-    def schema(self) -> str:
-        return _CANONICAL[self._table()]
 
     def reader(self, schema: Any) -> CqlshCsvReader:
         table = self._table()
