@@ -258,7 +258,7 @@ def read_sstables(
         events = read_table(spark, endpoint, PRIVATE_KEYSPACE, EVENT_STORE_TABLE)
         write_parquet_snapshot(state, events, work / "parquet")
     finally:
-        stop(server, grace=10)
+        stop(server, grace=0)  # its data is a throwaway copy: no clean shutdown needed
         shutil.rmtree(server.path, ignore_errors=True)
     result = read_snapshot(spark, work / "parquet", as_of=when)
     enqueued = found["enqueued"].table

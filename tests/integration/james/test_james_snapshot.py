@@ -703,12 +703,17 @@ V4_TABLES = ["enqueuedmailsv4", "deletedmailsv2", "browsestart", "contentstart",
 
 @pytest.fixture(scope="module")
 def unloads(cassandra, keyspace, tmp_path_factory) -> dict[str, Path]:
-    """Every v4 table unloaded by DSBulk as CSV and as JSON (``dsbulk unload -t <table> -url
-    DIR/<table> [-c json]``), the v3 table as JSON, and the v4 one as gzipped CSV of 20 rows a
-    file."""
+    """Every v4 table unloaded by DSBulk as CSV (``dsbulk unload -t <table> -url DIR/<table>``),
+    the enqueued tables and the eventstore as JSON (``-c json``), and the v4 enqueued table as
+    gzipped CSV of 20 rows a file."""
     root = tmp_path_factory.mktemp("dsbulk")
     csv_dir = unload_tables(cassandra, keyspace, V4_TABLES, root / "csv", "csv")
-    json_dir = unload_tables(cassandra, keyspace, V4_TABLES, root / "json", "json")
+    # JSON for the tables with every kind of value; the others as CSV beside them.
+    json_dir = root / "json"
+    shutil.copytree(csv_dir, json_dir)
+    for table in ("enqueuedmailsv4", "eventstore"):
+        shutil.rmtree(json_dir / table)
+    unload_tables(cassandra, keyspace, ["enqueuedmailsv4", "eventstore"], json_dir, "json")
     v3 = root / "v3"
     v3.mkdir()
     for table in ("deletedmailsv2", "browsestart", "eventstore"):
@@ -812,9 +817,12 @@ def test_broken_dsbulk_files_name_file_and_line(spark, unloads, tmp_path):
         f"{at} cannot read 'x' as int for column bucketid"
     )
     assert broken(number, ",".join(row[:-1])).startswith(f"{at} 16 field(s), the header has 17")
-    last = len(lines) - 1  # the file ends with a line break
-    assert broken(last, lines[last - 1] + ',"never closed') == (
-        f"InputError: enqueuedmailsv4/output-000001.csv line {last}: a quoted field is never closed"
+    # The plain row moved to the end with a quote opened and never closed.
+    others = [line for i, line in enumerate(lines) if i != number - 1 and line]
+    path.write_text("\n".join([*others, lines[number - 1] + ',"never closed']) + "\n")
+    assert _error_of(lambda: read_snapshot(spark, directory).entries.count()) == (
+        f"InputError: enqueuedmailsv4/output-000001.csv line {len(others) + 1}: a quoted field "
+        "is never closed"
     )
     path.write_text(original.replace("queuename,", "queue,", 1))
     assert _error_of(lambda: read_snapshot(spark, directory)).endswith(
