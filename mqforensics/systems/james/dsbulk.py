@@ -141,17 +141,21 @@ def _split(text: str) -> list[str | None] | None:
         pos += 1
 
 
+def _lines(stream: IO[bytes], name: str, first: int) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of `stream` from line `first` on, decoded as UTF-8."""
+    for number, raw in enumerate(stream, start=first):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{name} line {number}: not UTF-8 (byte {exc.start + 1})") from None
+
+
 def csv_rows(stream: IO[bytes], name: str) -> Iterator[tuple[int, list[str | None]]]:
     """(line number, fields) of each row after the header line of a DSBulk CSV stream."""
     stream.readline()
     buffered: list[str] = []
-    start = number = 1
-    for raw in stream:
-        number += 1
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{name} line {number}: not UTF-8 (byte {exc.start + 1})") from None
+    start = 1
+    for number, text in _lines(stream, name, first=2):
         if not buffered:
             start = number
         buffered.append(text)
@@ -175,13 +179,8 @@ def json_rows(stream: IO[bytes], name: str) -> Iterator[tuple[int, dict[str, Any
     """(line number, object) of each row of a DSBulk JSON stream: one object per line, or one
     spread over lines (``prettyPrint``)."""
     buffered: list[str] = []
-    start = number = 0
-    for raw in stream:
-        number += 1
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{name} line {number}: not UTF-8 (byte {exc.start + 1})") from None
+    start = 0
+    for number, text in _lines(stream, name, first=1):
         if buffered and text.startswith("{"):  # a new top-level object: the last never closed
             raise InputError(f"{name} line {start}: malformed JSON (the object is not closed)")
         if not buffered:
