@@ -29,27 +29,30 @@ import base64
 import binascii
 import datetime as dt
 import re
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from mqforensics.errors import InputError
 from mqforensics.sources.cql_types import CqlType, parse
-from mqforensics.systems.james.cqlsh_values import type_text
+
+# A value that does not fit its type (becomes an InputError with the column), and the integer
+# and uuid texts, which DSBulk writes as cqlsh does.
+from mqforensics.systems.james.cqlsh_values import (
+    _NOT_VALID,
+    _integer,
+    _Invalid,
+    _uuid,
+    type_text,
+)
 
 Converter = Callable[[Any], Any]
 
 _TEXT = {"text", "varchar", "ascii"}
 _INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64, "counter": 64}
 _INSTANT = re.compile(r"-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?Z")
-_INTEGER = re.compile(r"-?\d+")
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "y": True, "n": False,
              "t": True, "f": False, "yes": True, "no": False}  # fmt: skip
 _COLLECTIONS = {"list", "set", "map", "tuple"}
-
-
-class _Invalid(Exception):
-    """Internal: a value that does not fit its type; becomes an InputError with the column."""
 
 
 def _shown(value: Any, limit: int = 80) -> str:
@@ -57,16 +60,6 @@ def _shown(value: Any, limit: int = 80) -> str:
         text = repr(value)
         return text if len(text) <= limit else text[:limit] + "..."
     return repr(value if len(value) <= limit else value[:limit] + "...")
-
-
-def is_text(cql_type: str) -> bool:
-    """Whether a column of `cql_type` holds text (where an empty value is not null)."""
-    return _unfrozen(parse(cql_type)).name in _TEXT
-
-
-def is_collection(cql_type: str) -> bool:
-    """Whether DSBulk writes a column of `cql_type` as JSON (a collection or a tuple)."""
-    return _unfrozen(parse(cql_type)).name in _COLLECTIONS
 
 
 def json_converter(cql_type: str | CqlType, column: str) -> Converter:
@@ -82,10 +75,7 @@ def json_converter(cql_type: str | CqlType, column: str) -> Converter:
         try:
             return convert(value)
         except _Invalid as exc:
-            detail = f" ({exc})" if str(exc) else ""
-            raise InputError(
-                f"cannot read {_shown(value)} as {shown_type} for column {column}{detail}"
-            ) from None
+            raise _failure(value, shown_type, column, exc.reason) from None
 
     return run
 
@@ -108,10 +98,7 @@ def text_converter(cql_type: str, column: str) -> Converter:
             try:
                 return convert(json.loads(text))
             except ValueError as exc:
-                raise InputError(
-                    f"cannot read {_shown(text)} as {type_text(cql)} for column {column} "
-                    f"(not JSON: {exc})"
-                ) from None
+                raise _failure(text, type_text(cql), column, f"not JSON: {exc}") from None
 
         return collection
     scalar = _from_text(inner)
@@ -123,12 +110,14 @@ def text_converter(cql_type: str, column: str) -> Converter:
         try:
             return scalar(text)
         except _Invalid as exc:
-            detail = f" ({exc})" if str(exc) else ""
-            raise InputError(
-                f"cannot read {_shown(text)} as {shown_type} for column {column}{detail}"
-            ) from None
+            raise _failure(text, shown_type, column, exc.reason) from None
 
     return field
+
+
+def _failure(value: Any, shown_type: str, column: str, reason: str) -> InputError:
+    detail = "" if reason in ("", _NOT_VALID) else f" ({reason})"
+    return InputError(f"cannot read {_shown(value)} as {shown_type} for column {column}{detail}")
 
 
 def _unfrozen(cql: CqlType) -> CqlType:
@@ -215,24 +204,6 @@ def _from_text(cql: CqlType) -> Callable[[str], Any]:
     raise _Invalid(f"no DSBulk reader for CQL type {type_text(cql)!r}")
 
 
-def _integer(text: str, bits: int) -> int:
-    if not _INTEGER.fullmatch(text):
-        raise _Invalid("")
-    value = int(text)
-    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-        raise _Invalid(f"out of range for a {bits}-bit integer")
-    return value
-
-
-def _uuid(text: str) -> str:
-    if len(text) != 36:
-        raise _Invalid("")
-    try:
-        return str(uuid.UUID(text))
-    except ValueError:
-        raise _Invalid("") from None
-
-
 def _timestamp(text: str) -> dt.datetime:
     if not _INSTANT.fullmatch(text):
         raise _Invalid("DSBulk's default codec.timestamp writes an ISO-8601 instant in UTC")
@@ -256,4 +227,4 @@ def _boolean(text: str) -> bool:
     try:
         return _BOOLEANS[text.lower()]
     except KeyError:
-        raise _Invalid("") from None
+        raise _Invalid(_NOT_VALID) from None

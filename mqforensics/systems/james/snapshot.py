@@ -259,7 +259,7 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
                 return TableFile(
                     table, spark_dir, f"dsbulk-{kind}", tuple(dsbulk.data_files(spark_dir))
                 )
-            if not dsbulk.data_files(spark_dir) and not any(spark_dir.iterdir()):
+            if not any(spark_dir.iterdir()):
                 return TableFile(table, spark_dir, "empty")
             return TableFile(table, spark_dir, "parquet")
         if spark_dir.exists():
@@ -335,11 +335,7 @@ def check_export(files: dict[str, TableFile | None]) -> None:
         if found.kind == "csv":
             _csv_header(found)
         elif found.kind == "dsbulk-csv":
-            for path in found.parts:
-                expected = [n for n, _ in TABLE_COLUMNS[found.table]]
-                _check_columns(
-                    dsbulk.shown(path), dsbulk.csv_header(path), expected, "header", found.table
-                )
+            _dsbulk_headers(found)
         elif found.kind == "parquet":
             check_parquet(found.path)
 
@@ -420,12 +416,17 @@ def _read_table(
     return _read_parquet(spark, table_file)
 
 
+def _dsbulk_headers(table_file: TableFile) -> None:
+    """Every file of a DSBulk CSV unload starts with the table's column names."""
+    expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
+    for path in table_file.parts:
+        header = dsbulk.csv_header(path)
+        _check_columns(dsbulk.shown(path), header, expected, "header", table_file.table)
+
+
 def _read_dsbulk(spark: SparkSession, table_file: TableFile) -> DataFrame:
     if table_file.kind == "dsbulk-csv":
-        expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
-        for path in table_file.parts:
-            header = dsbulk.csv_header(path)
-            _check_columns(dsbulk.shown(path), header, expected, "header", table_file.table)
+        _dsbulk_headers(table_file)
     return (
         spark.read.format(DsbulkSource.name())
         .option("paths", json.dumps([str(p) for p in table_file.parts]))

@@ -269,7 +269,6 @@ def read_sstables(
         f"read by a private Cassandra {cassandra.VERSION} node: {versions(found)}",
         f"as_of {when.isoformat()} from {origin}",
     ]
-    result.rereadable = True
     return result
 
 
