@@ -232,7 +232,10 @@ def launch(
                 f"{server.name} exited with status {code} while starting; log {log}:\n"
                 + server.last_log_lines(log)
             )
-        if ready():
+        # Popen returns once the child's exec has closed its close-on-exec pipe, which the kernel
+        # does before it sets up the new program's arguments: until they are there, the process
+        # has an empty command line and `owned_pid` could not recognise it.
+        if _cmdline(proc.pid) and ready():
             return proc.pid
         time.sleep(0.25)
     _kill_group(proc.pid, grace=0)

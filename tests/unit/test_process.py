@@ -54,6 +54,29 @@ def test_launch_records_the_pid_and_stop_ends_the_process(tmp_path):
     assert not stop(server)  # stopping twice is harmless
 
 
+def test_launch_returns_only_once_the_process_shows_its_command_line(tmp_path, monkeypatch):
+    # Right after exec the kernel has already closed the close-on-exec pipe Popen waits on, but
+    # has not yet set up the new program's arguments: /proc/<pid>/cmdline reads empty. Under load
+    # that lasted long enough for `owned_pid` to miss a server it had just started (5 launches
+    # in 900 beside `make test`). Here the window is held open for the first three looks.
+    from mqforensics.services import process
+
+    looks: list[str] = []
+
+    def cmdline(pid: int) -> str:
+        text = "" if len(looks) < 3 else real(pid)
+        looks.append(text)
+        return text
+
+    real = process._cmdline
+    monkeypatch.setattr(process, "_cmdline", cmdline)
+    server = fresh(tmp_path)
+    pid = start_sleeper(server)
+    assert looks[:3] == ["", "", ""] and str(server.path) in looks[3]
+    assert server.owned_pid() == pid
+    assert stop(server, grace=2)
+
+
 def test_reap_kills_an_orphan_left_by_a_killed_run(tmp_path):
     server = fresh(tmp_path)
     pid = start_sleeper(server)
