@@ -19,15 +19,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from mqforensics import __version__
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import InputError
 from mqforensics.findings import SEVERITIES
 from mqforensics.privacy import pseudonymize_text
+
+if TYPE_CHECKING:  # pandas is imported where a report is rendered: `mqforensics` starts quicker
+    import pandas as pd
 
 ROWS_PER_CHECK = 500
 
@@ -432,6 +433,8 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
 
 
 def _plan_section(page: _Page, item: ReportInput) -> None:
+    import pandas as pd
+
     from mqforensics.views.plan_report import render_html_body
     from mqforensics.views.plots import plan_overview
 
