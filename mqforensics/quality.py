@@ -9,7 +9,8 @@ sample values are pseudonymised by default (`mqforensics.privacy`).
 
 GX computes one Spark job per metric, so every frame is persisted for the length of its
 validation (and unpersisted afterwards unless it was already cached), and results are asked for
-in the BASIC format: unexpected counts and a few values, no per-value histograms.
+in the BASIC format: unexpected counts and a few values, no per-value histograms. A frame of at
+most `SMALL_FRAME_ROWS` rows is validated as one partition (`_held`).
 """
 
 from __future__ import annotations
@@ -213,6 +214,31 @@ def _is_cached(frame: DataFrame) -> bool:
     return bool(level.useMemory or level.useDisk or level.useOffHeap)
 
 
+# GX runs a Spark job per metric, each scheduling a task per partition, and fetches its samples
+# with `limit`, which Spark runs as several jobs over growing sets of partitions. A small frame
+# read as one partition answers each in one task and one job: the logqueue sample's 58
+# expectations took 21 s instead of 36 (the same results), in a warm session on two cores.
+SMALL_FRAME_ROWS = 100_000
+
+
+@contextmanager
+def _held(frame: DataFrame) -> Iterator[DataFrame]:
+    """`frame` persisted for its validation (as one partition when it has at most
+    `SMALL_FRAME_ROWS` rows); what was persisted here is unpersisted afterwards."""
+    ours = [] if _is_cached(frame) else [frame.persist()]
+    try:
+        if frame.count() > SMALL_FRAME_ROWS:
+            yield frame
+            return
+        single = frame.coalesce(1).persist()
+        ours.append(single)
+        single.count()  # read from `frame`'s cache, which may not be readable twice
+        yield single
+    finally:
+        for held in ours:
+            held.unpersist()
+
+
 def _plain(value: Any, pseudonymize: bool, salt: str) -> Any:
     """`value` as JSON-ready data, with mail addresses in strings pseudonymised if asked."""
     if value is None or isinstance(value, bool | int | float):
@@ -344,19 +370,13 @@ def validate(
             gx.ValidationDefinition(name=suite.name, data=batch, suite=suite)
         )
         started = time.monotonic()
-        persisted = not _is_cached(frame)
-        if persisted:
-            frame.persist()
-        try:
-            run = definition.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+        with _held(frame) as held:
+            run = definition.run(batch_parameters={"dataframe": held}, result_format=result_format)
             by_id = {r.expectation_config.id: r for r in run.results}
             results = [
-                _outcome(e, by_id[e.id], frame, samples, pseudonymize, salt)
+                _outcome(e, by_id[e.id], held, samples, pseudonymize, salt)
                 for e in suite.expectations
             ]
-        finally:
-            if persisted:
-                frame.unpersist()
         outcomes.append(
             SuiteOutcome(
                 suite=suite.name,

@@ -241,3 +241,24 @@ def test_a_frame_without_a_suite_is_a_config_error(spark, tmp_path):
     frames = {"deleted": spark.createDataFrame(*clean_rows()["deleted"])}
     with pytest.raises(ConfigError, match=r"james_deleted\.json does not exist"):
         validate(frames, system="james", suites_dir=tmp_path)
+
+
+@pytest.mark.parametrize("limit, partitions", [(100_000, 1), (49, 4)])
+def test_a_frame_is_held_persisted_and_a_small_one_as_one_partition(
+    spark, monkeypatch, limit, partitions
+):
+    from mqforensics import quality
+
+    monkeypatch.setattr(quality, "SMALL_FRAME_ROWS", limit)
+    frame = spark.range(0, 50, numPartitions=4)
+    with quality._held(frame) as held:
+        assert held.rdd.getNumPartitions() == partitions
+        assert quality._is_cached(held) and quality._is_cached(frame)
+        assert sorted(r.id for r in held.collect()) == list(range(50))
+    # What it persisted is released; a frame its caller cached stays cached.
+    assert not quality._is_cached(held) and not quality._is_cached(frame)
+    frame.persist()
+    with quality._held(frame):
+        pass
+    assert quality._is_cached(frame)
+    frame.unpersist()
