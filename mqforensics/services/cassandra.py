@@ -17,7 +17,14 @@ from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
 from mqforensics.services import maven
-from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, port_open
+from mqforensics.services.process import (
+    LOOPBACK,
+    QUICK_JIT,
+    ServerDir,
+    free_ports,
+    launch,
+    port_open,
+)
 
 VERSION = os.environ.get("MQF_CASSANDRA_VERSION", "5.0.9")
 # Cassandra's built-in superuser; PasswordAuthenticator is on so that credential errors are real.
@@ -191,6 +198,7 @@ def start(
         f"-Xmx{heap}",
         "-Xss512k",
         *JAVA17_FLAGS,
+        QUICK_JIT,
         f"-javaagent:{jamm}",
         f"-Dcassandra.config=file://{config}",
         f"-Dlogback.configurationFile={logback}",
@@ -233,7 +241,7 @@ def nodetool(info: dict, *args: str, timeout: float = 300.0) -> str:
     with its last lines."""
     lib = fetch_runtime()
     command = [
-        java_binary(), *JAVA17_FLAGS, "-XX:TieredStopAtLevel=1",
+        java_binary(), *JAVA17_FLAGS, QUICK_JIT,
         f"-Dcassandra.logdir={Path(info['log']).parent}", "-cp", f"{lib}/*",
         "org.apache.cassandra.tools.NodeTool", "-h", LOOPBACK, "-p", str(info["jmx_port"]),
         *args,

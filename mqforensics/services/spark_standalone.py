@@ -19,7 +19,14 @@ import urllib.request
 from pathlib import Path
 
 from mqforensics.errors import ServiceStartError
-from mqforensics.services.process import LOOPBACK, ServerDir, free_ports, launch, stop
+from mqforensics.services.process import (
+    LOOPBACK,
+    QUICK_JIT,
+    ServerDir,
+    free_ports,
+    launch,
+    stop,
+)
 
 WORKER_CORES = 2
 WORKER_MEMORY = "2g"
@@ -69,6 +76,7 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "SPARK_LOG_DIR": str(server.logs),
         "SPARK_WORKER_DIR": str(work_dir),
         "SPARK_DAEMON_MEMORY": "512m",
+        "SPARK_DAEMON_JAVA_OPTS": QUICK_JIT,
     }
     # Names the server directory on both command lines (see ServerDir.owned_pid).
     properties = server.path / "spark-standalone.conf"

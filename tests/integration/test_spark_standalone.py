@@ -21,12 +21,9 @@ from tests.integration.james.test_james_audit_live import (  # noqa: F401
     expected_findings,
     loaded,
 )
-from tests.spark_jit import QUICK_JIT_OPTION
+from tests.spark_jit import QUICK_JIT_CONFS
 
 BUNDLED = Path(__file__).resolve().parents[2] / "datasets" / "james" / "sample"
-QUICK_JIT = " ".join(
-    f"--conf spark.{jvm}.defaultJavaOptions={QUICK_JIT_OPTION}" for jvm in ("driver", "executor")
-)
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +33,7 @@ def run_cli(cluster: dict, *args: str) -> subprocess.CompletedProcess:
         **os.environ,
         "MQF_SPARK_MASTER": cluster["master"],
         # The suite's quick JIT (tests/spark_jit.py) for the driver and the executor alike.
-        "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory=1g {QUICK_JIT} pyspark-shell",
+        "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory=1g {QUICK_JIT_CONFS} pyspark-shell",
     }
     env.pop("SPARK_REMOTE", None)
     return subprocess.run(
