@@ -179,10 +179,16 @@ def cql_ready(port: int, username: str = USERNAME, password: str = PASSWORD) -> 
 
 
 def start(
-    server: ServerDir, *, heap: str | None = None, timeout: float = 180.0, settings: str = ""
+    server: ServerDir,
+    *,
+    heap: str | None = None,
+    timeout: float = 180.0,
+    settings: str = "",
+    quick_jit: bool = True,
 ) -> dict:
     """Start Cassandra in `server` (after `reap` and `reset`) and return its connection info.
-    `settings`: more cassandra.yaml lines (e.g. ``storage_compatibility_mode: NONE``)."""
+    `settings`: more cassandra.yaml lines (e.g. ``storage_compatibility_mode: NONE``);
+    `quick_jit`: C1 alone, as every JVM of the harness (false: the JDK's default JIT)."""
     java = java_binary()
     lib = fetch_runtime()
     native_port, storage_port, jmx_port = free_ports(3)
@@ -198,7 +204,7 @@ def start(
         f"-Xmx{heap}",
         "-Xss512k",
         *JAVA17_FLAGS,
-        QUICK_JIT,
+        *([QUICK_JIT] if quick_jit else []),
         f"-javaagent:{jamm}",
         f"-Dcassandra.config=file://{config}",
         f"-Dlogback.configurationFile={logback}",

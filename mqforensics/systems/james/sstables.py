@@ -247,7 +247,10 @@ def read_sstables(
     server.reset()
     tables = {key: t for key, t in found.items() if key != "enqueued"}
     try:
-        info = cassandra.start(server, settings="storage_compatibility_mode: NONE\n")
+        # The JDK's own JIT: this node may read millions of rows, where C2's code pays for itself.
+        info = cassandra.start(
+            server, settings="storage_compatibility_mode: NONE\n", quick_jit=False
+        )
         endpoint = CassandraEndpoint((info["host"],), info["port"], info["username"],
                                      info["password"])  # fmt: skip
         _create_schema(endpoint, tables.values())
