@@ -270,6 +270,9 @@ def run(
 
     directory = snapshot(entries, cache)
     harness = Harness(CACHE / "servers") if cassandra is None else None
+    if harness is not None:
+        # Its own server runs as in production, with the JDK's default JIT (docs/services.md).
+        os.environ.setdefault("MQF_QUICK_JIT", "0")
     info = cassandra or harness.ensure("cassandra")  # type: ignore[union-attr]
     try:
         keyspace = f"bench_{entries}"

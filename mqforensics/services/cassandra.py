@@ -19,11 +19,11 @@ from mqforensics.errors import ServiceStartError
 from mqforensics.services import maven
 from mqforensics.services.process import (
     LOOPBACK,
-    QUICK_JIT,
     ServerDir,
     free_ports,
     launch,
     port_open,
+    quick_jit,
 )
 
 VERSION = os.environ.get("MQF_CASSANDRA_VERSION", "5.0.9")
@@ -184,11 +184,11 @@ def start(
     heap: str | None = None,
     timeout: float = 180.0,
     settings: str = "",
-    quick_jit: bool = True,
+    default_jit: bool = False,
 ) -> dict:
     """Start Cassandra in `server` (after `reap` and `reset`) and return its connection info.
     `settings`: more cassandra.yaml lines (e.g. ``storage_compatibility_mode: NONE``);
-    `quick_jit`: C1 alone, as every JVM of the harness (false: the JDK's default JIT)."""
+    `default_jit`: the JDK's default JIT, not the harness's (`process.quick_jit`)."""
     java = java_binary()
     lib = fetch_runtime()
     native_port, storage_port, jmx_port = free_ports(3)
@@ -204,7 +204,7 @@ def start(
         f"-Xmx{heap}",
         "-Xss512k",
         *JAVA17_FLAGS,
-        *([QUICK_JIT] if quick_jit else []),
+        *([] if default_jit else quick_jit()),
         f"-javaagent:{jamm}",
         f"-Dcassandra.config=file://{config}",
         f"-Dlogback.configurationFile={logback}",
@@ -247,7 +247,7 @@ def nodetool(info: dict, *args: str, timeout: float = 300.0) -> str:
     with its last lines."""
     lib = fetch_runtime()
     command = [
-        java_binary(), *JAVA17_FLAGS, QUICK_JIT,
+        java_binary(), *JAVA17_FLAGS, *quick_jit(),
         f"-Dcassandra.logdir={Path(info['log']).parent}", "-cp", f"{lib}/*",
         "org.apache.cassandra.tools.NodeTool", "-h", LOOPBACK, "-p", str(info["jmx_port"]),
         *args,

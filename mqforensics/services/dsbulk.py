@@ -11,7 +11,7 @@ from pathlib import Path
 from mqforensics.errors import ServiceStartError
 from mqforensics.services import maven
 from mqforensics.services.cassandra import java_binary
-from mqforensics.services.process import QUICK_JIT
+from mqforensics.services.process import quick_jit
 
 VERSION = os.environ.get("MQF_DSBULK_VERSION", "1.10.0")
 MAIN = "com.datastax.oss.dsbulk.runner.DataStaxBulkLoader"
@@ -45,7 +45,7 @@ def unload(
     with tempfile.TemporaryDirectory(prefix="dsbulk-logs-") as logs:
         command = [
             # A short run: the quick JIT and the serial collector start it fastest.
-            java_binary(), QUICK_JIT, "-XX:+UseSerialGC", "-cp", f"{lib}/*",
+            java_binary(), *quick_jit(), "-XX:+UseSerialGC", "-cp", f"{lib}/*",
             MAIN, "unload",
             "-h", str(cassandra["host"]), "-port", str(cassandra["port"]),
             "-u", str(cassandra["username"]), "-p", str(cassandra["password"]),

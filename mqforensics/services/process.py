@@ -40,6 +40,12 @@ LOOPBACK = "127.0.0.1"
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
+def quick_jit() -> list[str]:
+    """The harness's JVM options for the JIT: `QUICK_JIT`, none when ``MQF_QUICK_JIT=0`` (the
+    JDK's default JIT, as servers run in production: `make bench` measures with it)."""
+    return [] if os.environ.get("MQF_QUICK_JIT") == "0" else [QUICK_JIT]
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports that are free on 127.0.0.1 right now."""
     sockets: list[socket.socket] = []

@@ -16,11 +16,11 @@ from mqforensics import spark_daemon
 from mqforensics.errors import ServiceStartError
 from mqforensics.services.process import (
     LOOPBACK,
-    QUICK_JIT,
     ServerDir,
     free_ports,
     launch,
     port_open,
+    quick_jit,
 )
 
 
@@ -49,7 +49,7 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.local.dir": str(server.data),
-        "spark.driver.defaultJavaOptions": QUICK_JIT,
+        "spark.driver.defaultJavaOptions": " ".join(quick_jit()),
         # Its Python workers import the installed PySpark (mqforensics/spark_daemon.py).
         "spark.python.daemon.module": spark_daemon.__name__,
         # Names the server directory on the command line (see ServerDir.owned_pid).

@@ -21,10 +21,10 @@ from pathlib import Path
 from mqforensics.errors import ServiceStartError
 from mqforensics.services.process import (
     LOOPBACK,
-    QUICK_JIT,
     ServerDir,
     free_ports,
     launch,
+    quick_jit,
     stop,
 )
 
@@ -76,7 +76,7 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "SPARK_LOG_DIR": str(server.logs),
         "SPARK_WORKER_DIR": str(work_dir),
         "SPARK_DAEMON_MEMORY": "512m",
-        "SPARK_DAEMON_JAVA_OPTS": QUICK_JIT,
+        "SPARK_DAEMON_JAVA_OPTS": " ".join(quick_jit()),
     }
     # Names the server directory on both command lines (see ServerDir.owned_pid).
     properties = server.path / "spark-standalone.conf"

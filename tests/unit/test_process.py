@@ -17,6 +17,7 @@ from mqforensics.services.process import (
     launch,
     pid_alive,
     port_open,
+    quick_jit,
     stop,
 )
 
@@ -243,3 +244,10 @@ def test_processes_sharing_a_root_start_a_server_once(tmp_path, monkeypatch):
         assert len(starts) == 1 and [info["pid"] for info in infos] == starts * 2
     finally:
         harness_module.Harness(tmp_path).stop("fake")
+
+
+def test_the_harness_jvms_run_c1_alone_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("MQF_QUICK_JIT", raising=False)
+    assert quick_jit() == ["-XX:TieredStopAtLevel=1"]
+    monkeypatch.setenv("MQF_QUICK_JIT", "0")
+    assert quick_jit() == []

@@ -249,7 +249,7 @@ def read_sstables(
     try:
         # The JDK's own JIT: this node may read millions of rows, where C2's code pays for itself.
         info = cassandra.start(
-            server, settings="storage_compatibility_mode: NONE\n", quick_jit=False
+            server, settings="storage_compatibility_mode: NONE\n", default_jit=True
         )
         endpoint = CassandraEndpoint((info["host"],), info["port"], info["username"],
                                      info["password"])  # fmt: skip
