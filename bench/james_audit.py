@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import measure
+from mqforensics.services import process
 
 DRIVER_MEMORY = "3g"
 # The C1 compiler alone: quicker for the tiny data of smoke runs (the tests), where the numbers
 # are not read; measurements use the JVM's default JIT.
-QUICK_JIT = "--conf spark.driver.defaultJavaOptions=-XX:TieredStopAtLevel=1"
+QUICK_JIT = f"--conf spark.driver.defaultJavaOptions={process.QUICK_JIT}"
 
 
 def spark_env(*, quick_jit: bool = False) -> dict[str, str]:

@@ -217,7 +217,7 @@ def _is_cached(frame: DataFrame) -> bool:
 # GX runs a Spark job per metric, each scheduling a task per partition, and fetches its samples
 # with `limit`, which Spark runs as several jobs over growing sets of partitions. A small frame
 # read as one partition answers each in one task and one job: the logqueue sample's 58
-# expectations took 21 s instead of 36 (the same results), in a warm session on two cores.
+# expectations took 18 s instead of 24 (the same results), in a warm session on two cores.
 SMALL_FRAME_ROWS = 100_000
 
 
