@@ -14,6 +14,7 @@ import pytest
 
 from datasets.logqueue.simulate import (
     GROUND_TRUTH,
+    JOURNAL,
     Truth,
     check_directory,
     full_view,
@@ -27,6 +28,30 @@ ROOT = Path(__file__).resolve().parents[3]
 KILLS = 20
 
 
+def _started(directory: Path) -> int:
+    """How many times the simulator has started on this directory (its journal's start lines)."""
+    try:
+        raw = (directory / JOURNAL).read_bytes()
+    except FileNotFoundError:
+        return 0
+    return sum(1 for line in raw.split(b"\n") if line.startswith(b'{"start":'))
+
+
+def _wait_until_started(proc: subprocess.Popen[bytes], directory: Path, starts: int) -> None:
+    """Returns once the simulator journalled start number `starts + 1`: a kill then hits its work.
+
+    Sleeping a fixed time after Popen instead would, on a loaded machine, kill most runs while
+    the interpreter still imports, and test nothing.
+    """
+    deadline = time.monotonic() + 60
+    while _started(directory) <= starts:
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(f"the simulator exited {proc.returncode}: {err.decode()[-2000:]}")
+        assert time.monotonic() < deadline, "the simulator did not start within 60 s"
+        time.sleep(0.005)
+
+
 def test_sigkill_at_random_moments_then_finish(tmp_path: Path) -> None:
     directory = tmp_path / "queue"
     command = [
@@ -36,20 +61,16 @@ def test_sigkill_at_random_moments_then_finish(tmp_path: Path) -> None:
     ]  # fmt: skip
     rng = random.Random(11)
     kills = starts = 0
-    for _ in range(3 * KILLS):
-        if kills >= KILLS:
-            break
+    for _ in range(KILLS):
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.15, 0.6))
+        _wait_until_started(proc, directory, starts)
+        time.sleep(rng.uniform(0.0, 0.45))
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == -signal.SIGKILL, (proc.returncode, err.decode()[-2000:])
-        try:
-            truth = Truth.load(directory)
-        except FileNotFoundError:  # killed before its journal existed
-            continue
-        if truth.starts > starts:  # the kill hit a started simulator, not the interpreter
-            kills, starts = kills + 1, truth.starts
+        truth = Truth.load(directory)
+        assert truth.starts == starts + 1
+        kills, starts = kills + 1, truth.starts
         # At the kill: the files hold exactly what the journal says reached them.
         assert truth.violations == []
         assert check_directory(directory, truth) == []
