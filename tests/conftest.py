@@ -32,7 +32,7 @@ import pytest
 from mqforensics import systems
 from mqforensics.errors import MqfError, explain
 from mqforensics.services.harness import STARTERS, Harness, TestSession
-from tests.spark_jit import use_quick_jit
+from tests.spark_options import use_test_spark_options
 
 _harness: Harness | None = None
 # A test under tests/unit/<system>/ or tests/integration/<system>/ is marked <system>, so one
@@ -42,7 +42,7 @@ VALIDATION_NOTEBOOKS = TESTS.parent / "notebooks" / "validation"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    use_quick_jit()
+    use_test_spark_options()
     if _is_xdist_controller(config) and not os.environ.get("MQF_TEST_SERVICES_DIR"):
         os.environ[SESSION_ROOT] = str(harness().root)  # inherited by the workers
     for name in systems.names():

@@ -61,7 +61,7 @@ def main(steps_file: str, out_file: str) -> None:
 def run_in_one_spark(steps: list[dict], work: Path, env: dict[str, str]) -> tuple[list, str]:
     """Run `steps` in a subprocess with `env` whose Spark writes uncompressed event logs to
     ``work/eventlog``; (the steps' results, everything the subprocess itself printed)."""
-    from tests.spark_jit import QUICK_JIT_CONFS  # here: this file also runs as a script
+    from tests.spark_options import TEST_SPARK_CONFS  # here: this file also runs as a script
 
     events = work / "eventlog"
     events.mkdir(parents=True)
@@ -69,8 +69,8 @@ def run_in_one_spark(steps: list[dict], work: Path, env: dict[str, str]) -> tupl
     submit = (
         f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={events.as_uri()} "
         "--conf spark.eventLog.compress=false --conf spark.ui.enabled=false "
-        # C1 alone, as every Spark driver of the suite (tests/spark_jit.py).
-        f"{QUICK_JIT_CONFS} pyspark-shell"
+        # The options of every Spark driver of the suite (tests/spark_options.py).
+        f"{TEST_SPARK_CONFS} pyspark-shell"
     )
     full_env = {**os.environ, **env, "PYSPARK_SUBMIT_ARGS": submit,
                 "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}  # fmt: skip

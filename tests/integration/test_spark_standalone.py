@@ -21,7 +21,7 @@ from tests.integration.james.test_james_audit_live import (  # noqa: F401
     expected_findings,
     loaded,
 )
-from tests.spark_jit import QUICK_JIT_CONFS
+from tests.spark_options import TEST_SPARK_CONFS
 
 BUNDLED = Path(__file__).resolve().parents[2] / "datasets" / "james" / "sample"
 
@@ -32,8 +32,8 @@ def run_cli(cluster: dict, *args: str) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "MQF_SPARK_MASTER": cluster["master"],
-        # The suite's quick JIT (tests/spark_jit.py) for the driver and the executor alike.
-        "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory=1g {QUICK_JIT_CONFS} pyspark-shell",
+        # The suite's Spark options (tests/spark_options.py) for the driver and the executor alike.
+        "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory=1g {TEST_SPARK_CONFS} pyspark-shell",
     }
     env.pop("SPARK_REMOTE", None)
     return subprocess.run(

@@ -13,6 +13,37 @@ def test_local_session_is_bound_to_loopback_in_utc(spark):
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
 
 
+def test_dataframe_calls_send_no_call_sites_to_the_jvm(spark, monkeypatch):
+    """PySpark's call-site capture (eight py4j round trips per DataFrame call) is off."""
+    import py4j.clientserver
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    sent: list[str] = []
+    send = py4j.clientserver.ClientServerConnection.send_command
+
+    def recording(connection, command):
+        sent.append(command)
+        return send(connection, command)
+
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", recording)
+    assert spark.range(3).select((F.col("id") + F.lit(1)).alias("next")).columns == ["next"]
+    assert sent and not [c for c in sent if "PySparkCurrentOrigin" in c]
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert is_debugging_enabled() is False
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "false"), ("0", "false"), ("1", "true")])
+def test_call_sites_are_kept_when_asked(monkeypatch, value, expected):
+    from mqforensics.spark import _call_sites
+
+    if value is None:
+        monkeypatch.delenv("MQF_SPARK_CALL_SITES", raising=False)
+    else:
+        monkeypatch.setenv("MQF_SPARK_CALL_SITES", value)
+    assert _call_sites() == expected
+
+
 def test_python_workers_run_this_interpreter(spark):
     assert os.path.realpath(os.environ["PYSPARK_PYTHON"]) == os.path.realpath(sys.executable)
     worker = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable)
