@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark_jit import use_quick_jit
+from tests.spark_options import use_test_spark_options
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    use_quick_jit()
+    use_test_spark_options()
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and not os.environ.get("MQF_NOTEBOOK_OUT"):
         out = Path(__file__).resolve().parent.parent / "out" / f"notebooks-{worker}"
