@@ -1,2 +1,2 @@
-"""Postfix queues (issue 31, in progress): the queue-file record decoder. The system is not in
-the registry yet: no command reads Postfix queues so far."""
+"""Postfix queues (issue 31, in progress): the queue-file record and envelope decoders. The system
+is not in the registry yet: no command reads Postfix queues so far."""

@@ -92,10 +92,13 @@ def read_raw(data: bytes, offset: int, max_length: int = 0) -> tuple[Record, int
     return Record(offset, kind, data[position:end]), end
 
 
-def _pointer_target(record: Record) -> int | Damage:
+def _pointer_target(record: Record, size: int) -> int | Damage:
+    """Where a pointer record leads in a file of `size` bytes (0: nowhere, a dummy)."""
     text = record.data.decode("latin-1").lstrip(" \t\r\n\v\f")
     if not text.isdigit() or not text.isascii():
         return Damage(record.offset, f"pointer record holds {text[:20]!r}, not a file offset")
+    if int(text) >= size:
+        return Damage(record.offset, f"pointer to byte {int(text)}, past the file's {size}")
     return int(text)
 
 
@@ -109,29 +112,21 @@ def read_records(data: bytes, max_length: int = 0) -> QueueFileRecords:
             return QueueFileRecords(tuple(records), read)
         record, offset = read
         if record.type == POINTER:
-            target = _pointer_target(record)
-            if isinstance(target, Damage):
-                return QueueFileRecords(tuple(records), target)
+            target = _pointer_target(record, len(data))
             if target == 0:  # a dummy pointer: reading goes on after it
                 continue
-            if target >= len(data):
-                return QueueFileRecords(
-                    tuple(records),
-                    Damage(record.offset, f"pointer to byte {target}, past the file's {len(data)}"),
-                )
-            if target <= last_target:
+            if not isinstance(target, Damage) and target <= last_target:
                 reverse_jumps += 1
                 if reverse_jumps > REVERSE_JUMP_LIMIT:
-                    return QueueFileRecords(
-                        tuple(records),
-                        Damage(record.offset, f"over {REVERSE_JUMP_LIMIT} reverse pointer jumps"),
+                    target = Damage(
+                        record.offset, f"over {REVERSE_JUMP_LIMIT} reverse pointer jumps"
                     )
+            if isinstance(target, Damage):
+                return QueueFileRecords(tuple(records), target)
             offset = last_target = target
-            continue
-        if record.type == PADDING:
-            continue
-        records.append(record)
-        if record.type == END:
-            return QueueFileRecords(tuple(records), None)
+        elif record.type != PADDING:
+            records.append(record)
+            if record.type == END:
+                return QueueFileRecords(tuple(records), None)
     ended = Damage(len(data), "the file ends before its end record")
     return QueueFileRecords(tuple(records), ended)
