@@ -1,0 +1,156 @@
+"""The one frame a Postfix queue directory is read into: one row per file (`FILES`).
+
+Each file is read once: its bytes give the digest, and then either its records (a queue file:
+`records.read_records`, `envelope.read_envelope`) or its log entries (a defer, bounce or trace
+log: `logs.read_log`). The derived frames (`frames`) are projections of this one.
+
+Columns (a `None` where a value does not apply or could not be read):
+
+- where: ``host`` and ``queue_dir`` (the `queue_dir.QueueDir`), ``queue``, ``path`` (absolute),
+  ``queue_id`` (the file name), ``id_kind`` (``short``, ``long``, ``not_an_id``), ``kind``
+  (``message`` or ``log``);
+- the file: ``size``, ``mode`` (permission bits), ``ready`` (mode says complete), ``forced_expire``
+  (group-execute bit), ``modified``, ``inode``, ``digest`` (sha256 hex), ``read_error`` (why it
+  could not be read: then nothing below is set);
+- a queue file: ``complete`` (read to its end record without damage), ``damage_offset`` and
+  ``damage`` (where and why reading stopped), ``problems`` (records that mean nothing, with their
+  offsets), ``content_size`` (postqueue -j's message_size), ``arrival`` (the ``T`` record),
+  ``sender``, ``recipient_count``, ``message_id`` (the Message-ID header), ``attributes`` (the
+  named ``A`` records), ``recipients`` (address, original address, state ``pending``/``done``/
+  ``canceled``, offset of its record);
+- a log: ``log_entries`` (recipient, original recipient, offset of the recipient's record in
+  the queue file, status, action, reason, offset of the entry in the log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Iterator
+
+from mqforensics.systems.postfix import queue_dir as layout
+from mqforensics.systems.postfix.envelope import read_envelope
+from mqforensics.systems.postfix.logs import read_log
+from mqforensics.systems.postfix.queue_dir import Listed, QueueDir
+from mqforensics.systems.postfix.records import read_records
+
+SYSTEM = "postfix"
+
+FILES = (
+    "host string, queue_dir string, queue string, path string, queue_id string, "
+    "id_kind string, kind string, size bigint, mode int, ready boolean, forced_expire boolean, "
+    "modified timestamp, inode bigint, digest string, read_error string, complete boolean, "
+    "damage_offset bigint, damage string, problems array<string>, content_size bigint, "
+    "arrival timestamp, sender string, recipient_count int, message_id string, "
+    "attributes map<string,string>, "
+    "recipients array<struct<address:string, original:string, state:string, offset:bigint>>, "
+    "log_entries array<struct<recipient:string, original:string, offset:bigint, status:string, "
+    "action:string, reason:string, at:bigint>>"
+)
+_INT32 = (1 << 31) - 1
+
+
+def text(value: str | None) -> str | None:
+    """`value` as valid UTF-8: undecodable bytes (kept as lone surrogates) become U+FFFD."""
+    if value is None or value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def instant(seconds: float | None) -> dt.datetime | None:
+    if seconds is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _header(headers: Iterable[str], name: str) -> str | None:
+    prefix = name.lower() + ":"
+    for line in headers:
+        if line.lower().startswith(prefix):
+            return " ".join(line[len(prefix) :].split())
+    return None
+
+
+def _message_columns(data: bytes) -> tuple:
+    read = read_records(data)
+    envelope = read_envelope(read)
+    damage = read.damage
+    count = envelope.recipient_count
+    return (
+        read.complete,
+        damage.offset if damage else None,
+        damage.reason if damage else None,
+        [text(p) for p in envelope.problems],
+        envelope.content_size,
+        instant(envelope.arrival_time),
+        text(envelope.sender),
+        count if count is None or count <= _INT32 else _INT32,
+        text(_header(envelope.headers, "Message-ID")),
+        {text(k): text(v) for k, v in envelope.attributes.items()},
+        [
+            (text(r.address), text(r.original or r.dsn_original), r.state, r.offset)
+            for r in envelope.recipients
+        ],
+        None,
+    )
+
+
+def _log_columns(data: bytes) -> tuple:
+    log = read_log(data)
+    entries = [
+        (text(e.recipient), text(e.original_recipient), e.offset, text(e.status), e.action,
+         text(e.reason), e.at)
+        for e in log.entries
+    ]  # fmt: skip
+    return (None, None, None, [text(p) for p in log.problems], None, None, None, None, None,
+            None, None, entries)  # fmt: skip
+
+
+_NOTHING_READ = (None,) * 12
+
+
+def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:
+    """The `FILES` row of one listed file; None when it vanished since the listing."""
+    path = os.path.join(queue_dir.path, listed.relative)
+    where = (queue_dir.host, queue_dir.path, listed.queue, path, listed.name,
+             layout.id_kind(listed.name), listed.kind)  # fmt: skip
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return (*where, None, None, None, None, None, None, None,
+                f"cannot stat: {exc.strerror or exc}", *_NOTHING_READ)  # fmt: skip
+    mode = stat.S_IMODE(info.st_mode)
+    facts = (
+        (mode & layout.READY_BITS) == layout.READY,
+        bool(mode & layout.FORCED_EXPIRE),
+        dt.datetime.fromtimestamp(info.st_mtime, tz=dt.UTC),
+        info.st_ino,
+    )
+    if not stat.S_ISREG(info.st_mode):
+        return (*where, info.st_size, mode, *facts, None, "not a regular file", *_NOTHING_READ)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return (*where, info.st_size, mode, *facts, None, f"cannot read: {exc.strerror or exc}",
+                *_NOTHING_READ)  # fmt: skip
+    digest = hashlib.sha256(data).hexdigest()
+    columns = _message_columns(data) if listed.kind == layout.MESSAGE else _log_columns(data)
+    return (*where, len(data), mode, *facts, digest, None, *columns)
+
+
+def read_files(queue_dir: QueueDir, listed: Iterable[Listed]) -> Iterator[tuple]:
+    """The rows of `listed` (those still there)."""
+    for one in listed:
+        row = read_file(queue_dir, one)
+        if row is not None:
+            yield row

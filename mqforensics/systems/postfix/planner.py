@@ -1,0 +1,189 @@
+"""Cleanup plans for Postfix queues, made from an audit's findings: which queue files and logs a
+policy removes, and why. No queue is read here: every fact an action records comes from the
+``detail`` of the findings that justify it (`checks`), and every action cites their ids.
+
+Rule kinds (system ``postfix``; a rule's ``queues`` name Postfix queues, e.g. ``["hold"]``):
+
+- ``queued_mail`` (``older_than``): messages of `retention_exceeded` and `expired_in_queue`
+  findings that arrived longer ago than that.
+- ``held_mail`` (``older_than``): messages of `old_hold` findings older than that.
+- ``damaged_mail`` (``older_than``): the files of `damaged_queue_file`, `corrupt_queue_file` and
+  `incomplete_queue_file` findings whose file changed longer ago than that.
+- ``orphan_logs`` (``older_than``): the logs of `orphan_log` findings older than that.
+- ``erase_subject``: the messages of `personal_data` findings holding one of its subjects.
+
+A message is removed by Postfix's own deleter, ``postsuper -d ID QUEUE`` (action
+``postfix.postsuper_delete``), which removes its defer, bounce and trace logs with it; only an
+orphan log, which no queue file names, is removed by the purger itself
+(``postfix.delete_orphan_log``). Each action's precondition is the file as the audit saw it:
+size, modification time, inode and SHA-256. Never planned, deferred with the reason: a file
+whose name is not a queue id (postsuper refuses it) and a file the audit could not read (no
+digest to re-check).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqforensics.retention.manifest import Action, Deferred
+from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
+from mqforensics.spec import PlanParts
+from mqforensics.systems.postfix.files import SYSTEM
+from mqforensics.units import parse_instant
+
+POSTSUPER_DELETE = "postfix.postsuper_delete"
+DELETE_ORPHAN_LOG = "postfix.delete_orphan_log"
+KINDS = (POSTSUPER_DELETE, DELETE_ORPHAN_LOG)
+
+# (rule kind, keys beyond the common ones, needs older_than), in planning order.
+RULE_KINDS = (
+    ("queued_mail", ("older_than",), True),
+    ("held_mail", ("older_than",), True),
+    ("damaged_mail", ("older_than",), True),
+    ("orphan_logs", ("older_than",), True),
+)
+_SELECTS = {
+    "retention_exceeded": "queued_mail",
+    "expired_in_queue": "queued_mail",
+    "old_hold": "held_mail",
+    "damaged_queue_file": "damaged_mail",
+    "corrupt_queue_file": "damaged_mail",
+    "incomplete_queue_file": "damaged_mail",
+    "orphan_log": "orphan_logs",
+    "personal_data": ERASE_SUBJECT,
+}
+# What each rule kind's age is judged from: a message's arrival, a leftover's last change.
+_AGE_FROM = {
+    "queued_mail": ("arrival", "modified"),
+    "held_mail": ("arrival", "modified"),
+    "damaged_mail": ("modified", "arrival"),
+    "orphan_logs": ("modified",),
+}
+NOT_AN_ID = "the file name is not a queue id: postsuper cannot name it; remove it by hand"
+NOT_READ = "the audit could not read the file: there is no digest to re-check it against"
+
+
+def _instant(value: Any) -> dt.datetime | None:
+    return parse_instant(value) if isinstance(value, str) and value else None
+
+
+def _older(detail: Mapping[str, Any], rule: Rule, as_of: dt.datetime) -> bool:
+    for name in _AGE_FROM[rule.kind]:
+        start = _instant(detail.get(name))
+        if start is not None:
+            return rule.older_than is not None and start < as_of - rule.older_than
+    return False
+
+
+@dataclass
+class _File:
+    """One file some rules selected, with the findings that justify each rule."""
+
+    finding: dict[str, Any]
+    by_rule: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def detail(self) -> dict[str, Any]:
+        return self.finding["detail"]
+
+    def order(self) -> tuple[str, ...]:
+        d = self.detail
+        return (str(d.get("host")), str(self.finding["queue"]), str(self.finding["subject"]))
+
+
+class PostfixPlanner:
+    """Turns findings into actions; rules in the order of `RULE_KINDS`, then the policy's."""
+
+    def __init__(self, policy: Policy, as_of: dt.datetime) -> None:
+        self.as_of = as_of
+        kinds = [k for k, _, _ in RULE_KINDS] + [ERASE_SUBJECT]
+        self.rules = [r for kind in kinds for r in policy.rules_of(kind, SYSTEM)]
+
+    def _selecting(self, finding: Mapping[str, Any]) -> list[Rule]:
+        kind = _SELECTS.get(finding["check"])
+        chosen = []
+        for rule in self.rules:
+            if rule.kind != kind or not rule.applies_to(SYSTEM, finding["queue"]):
+                continue
+            if kind == ERASE_SUBJECT:
+                if set(finding["detail"].get("subjects") or ()) & set(rule.subjects):
+                    chosen.append(rule)
+            elif _older(finding["detail"], rule, self.as_of):
+                chosen.append(rule)
+        return chosen
+
+    def plan(self, findings: Iterable[dict[str, Any]]) -> PlanParts:
+        out = PlanParts()
+        selected: dict[str, _File] = {}
+        for finding in findings:
+            if finding["system"] != SYSTEM:
+                continue
+            for rule in self._selecting(finding):
+                item = selected.setdefault(finding["subject"], _File(finding))
+                item.by_rule.setdefault(rule.id, set()).add(finding["id"])
+        for item in sorted(selected.values(), key=_File.order):
+            rules = tuple(r.id for r in self.rules if r.id in item.by_rule)
+            cited = tuple(sorted(set().union(*item.by_rule.values())))
+            log = item.finding["scope"] == "log"
+            kind = DELETE_ORPHAN_LOG if log else POSTSUPER_DELETE
+            target = self._target(item)
+            detail = item.detail
+            if not detail.get("digest"):
+                out.deferred.append(Deferred(kind, target, rules, NOT_READ, cited))
+                continue
+            if not log and detail.get("id_kind") == "not_an_id":
+                out.deferred.append(Deferred(kind, target, rules, NOT_AN_ID, cited))
+                continue
+            precondition = {
+                "size": detail["size"],
+                "sha256": detail["digest"],
+                "modified": detail["modified"],
+                "inode": detail["inode"],
+            }
+            what = f"{item.finding['queue']} log" if log else f"message in {item.finding['queue']}"
+            reason = f"{what} selected by {', '.join(rules)}"
+            out.actions.append(
+                Action(
+                    kind,
+                    target,
+                    precondition,
+                    rules,
+                    int(detail["size"]),
+                    0,
+                    reason,
+                    findings=cited,
+                )
+            )
+        return out
+
+    @staticmethod
+    def _target(item: _File) -> dict[str, Any]:
+        d = item.detail
+        return {"host": d.get("host"), "queue_dir": d.get("queue_dir"),
+                "queue": item.finding["queue"], "queue_id": d.get("queue_id"),
+                "path": item.finding["subject"]}  # fmt: skip
+
+
+def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:
+    """The actions, deferrals and notes of `policy` over an audit's raw `findings`; `manifest`
+    is the audit's (its ``as_of`` judges ages)."""
+    planner = PostfixPlanner(policy, parse_instant(str(manifest["as_of"])))
+    out = planner.plan(findings)
+    if not planner.rules:
+        kinds = ", ".join([k for k, _, _ in RULE_KINDS] + [ERASE_SUBJECT])
+        out.notes.append(f"the policy has no Postfix rule ({kinds})")
+    if any(a.kind == POSTSUPER_DELETE for a in out.actions):
+        out.notes.append(
+            "messages are deleted with postsuper -d ID QUEUE, which removes their defer, bounce "
+            "and trace logs too; each file is re-checked (size, mtime, inode, SHA-256) right "
+            "before"
+        )
+    if any(r.kind == ERASE_SUBJECT for r in planner.rules):
+        out.notes.append(
+            "erasure matches envelope senders and recipients; addresses that appear only in "
+            "headers or bodies are not searched"
+        )
+    return out
