@@ -159,20 +159,29 @@ def deferred_without_log(frames: PostfixFrames, options: AuditOptions) -> DataFr
     )  # fmt: skip
 
 
+def _expiry_start() -> Column:
+    """When the queue manager's expiry clock started: cleanup's ``create_time`` attribute (reset
+    by ``postsuper -r``), else the arrival time (qmgr_message.c)."""
+    created = F.col("attributes")["create_time"]
+    from_created = F.when(created.rlike("^[0-9]+$"), F.timestamp_seconds(created.cast("long")))
+    return F.coalesce(from_created, F.col("arrival"))
+
+
 def expired_in_queue(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
     """A deferred message older than its lifetime (``bounce_queue_lifetime`` for a bounce, whose
-    sender is empty; ``maximal_queue_lifetime`` otherwise) by more than ``--expiry-grace``: the
-    queue manager should have returned it; mail on hold never expires and is not counted."""
+    sender is empty; ``maximal_queue_lifetime`` otherwise) by more than ``--expiry-grace``,
+    counted from when the queue manager's clock started (`_expiry_start`): it should have been
+    returned; mail on hold never expires and is not counted."""
     life = options.lifetimes
     bounce = F.coalesce(F.col("sender"), F.lit("x")) == ""
     lifetime_seconds = F.when(bounce, F.lit(life.bounce_queue_lifetime.total_seconds())).otherwise(
         F.lit(life.maximal_queue_lifetime.total_seconds())
     )
     as_of = F.lit(_utc(options.as_of)).cast("timestamp")
-    age = F.unix_timestamp(as_of) - F.unix_timestamp(F.col("arrival"))
+    age = F.unix_timestamp(as_of) - F.unix_timestamp(_expiry_start())
     found = _messages(frames).where(
         (F.col("queue") == DEFERRED)
-        & F.col("arrival").isNotNull()
+        & _expiry_start().isNotNull()
         & (age > lifetime_seconds + F.lit(options.expiry_grace.total_seconds()))
     )
     return _finding(

@@ -49,6 +49,14 @@ FILES = (
     "log_entries array<struct<recipient:string, original:string, offset:bigint, status:string, "
     "action:string, reason:string, at:bigint>>"
 )
+# The names of the columns of `FILES`, in order.
+FILE_COLUMNS = (
+    "host", "queue_dir", "queue", "path", "queue_id", "id_kind", "kind", "size", "mode", "ready",
+    "forced_expire", "modified", "inode", "digest", "read_error", "complete", "damage_offset",
+    "damage", "problems", "content_size", "arrival", "sender", "recipient_count", "message_id",
+    "attributes", "recipients", "log_entries",
+)  # fmt: skip
+
 _INT32 = (1 << 31) - 1
 
 

@@ -1,11 +1,13 @@
 """Postfix's per-message ``defer``, ``bounce`` and ``trace`` logs, decoded (docs/postfix.md).
 
-The bounce service appends one record per recipient (``bounce_append_service.c``, written with
-``bounce_log.c``'s attribute lines): ``name=value`` lines (``orig_rcpt``, ``recipient``,
-``offset``, ``dsn_orig_rcpt``, ``notify_flags``, ``status``, ``action``, ``reason``, ...), and
-an empty line after the record. ``bounce_log_read`` still accepts the form of Postfix before 2.3,
-``<recipient>: reason`` (a reason continued on lines starting with white space), so this reader
-does too. A line that is neither is reported with its byte offset, never raised.
+The bounce service appends one record per recipient (``bounce_append_service.c``): an empty
+line, then (with ``backwards_bounce_logfile_compatibility``, on by default) ``<ADDR>: REASON``,
+then ``name=value`` lines (``recipient``, ``original_recipient``, ``offset``, ``dsn_orig_rcpt``,
+``notify_flags``, ``status``, ``action``, ``diag_*``, ``mta_*``, ``reason``), then an empty line.
+``bounce_log_read`` (``bounce_log.c``) takes empty lines as the only record delimiter, accepts
+both line forms within a record (the last value wins), and drops a record that no empty line
+ends before the end of the file (an append cut short): so does this reader, reporting it. A
+line of neither form is reported with its byte offset, never raised.
 """
 
 from __future__ import annotations
@@ -50,37 +52,34 @@ def read_log(data: bytes) -> LogFile:
     """The entries of one log file's bytes, and the lines that are not an entry's."""
     log = LogFile()
     values: dict[str, str] = {}
-    start = 0
-    old_style: str | None = None  # the entry being continued, in the pre-2.3 form
-    position = 0
+    start, position, continues = 0, 0, False
     for raw in data.splitlines(keepends=True):
         at, position = position, position + len(raw)
         line = raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
-        if old_style is not None and line[:1] in (" ", "\t"):
-            values["reason"] = values.get("reason", "") + " " + line.strip()
-            continue
-        if old_style is not None:
-            log.entries.append(_entry(values, start))
-            values, old_style = {}, None
-        if not line:
+        if not line.strip():
             if values:
                 log.entries.append(_entry(values, start))
-            values = {}
-            continue
-        if line.startswith("<") and ">: " in line:
-            if values:
-                log.entries.append(_entry(values, start))
-            recipient, _, reason = line[1:].partition(">: ")
-            values, start, old_style = {"recipient": recipient, "reason": reason}, at, recipient
-            continue
-        name, sep, value = line.partition("=")
-        if not sep or not name or " " in name:
-            log.problems.append(f"byte {at}: not an attribute line: {line[:40]!r}")
+            values, continues = {}, False
             continue
         if not values:
             start = at
-        if name in FIELDS:
-            values[name] = value
+        if continues and line[:1] in (" ", "\t"):
+            values["reason"] = values.get("reason", "") + " " + line.strip()
+            continue
+        continues = False
+        if line.startswith("<") and ">:" in line:
+            recipient, _, reason = line[1:].partition(">:")
+            values["recipient"], values["reason"] = recipient, reason.lstrip()
+            continues = True
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip().replace("_", "").isalnum():
+            log.problems.append(f"byte {at}: not a log line: {line[:40]!r}")
+            continue
+        if name.strip() in FIELDS:
+            values[name.strip()] = value.strip()
     if values:
-        log.entries.append(_entry(values, start))
+        log.problems.append(
+            f"byte {start}: a record no empty line ends (an append cut short): Postfix ignores it"
+        )
     return log

@@ -16,9 +16,10 @@ A message is removed by Postfix's own deleter, ``postsuper -d ID QUEUE`` (action
 ``postfix.postsuper_delete``), which removes its defer, bounce and trace logs with it; only an
 orphan log, which no queue file names, is removed by the purger itself
 (``postfix.delete_orphan_log``). Each action's precondition is the file as the audit saw it:
-size, modification time, inode and SHA-256. Never planned, deferred with the reason: a file
-whose name is not a queue id (postsuper refuses it) and a file the audit could not read (no
-digest to re-check).
+size, modification time, inode and SHA-256. Never planned, deferred with the reason: what
+``postsuper -d`` does not delete (a file not marked ready, such as a dead writer's; a file in
+``corrupt`` or ``saved``; a name that is not a queue id), a message in ``active`` (the queue
+manager is delivering it), and a file the audit could not read (no digest to re-check).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
 from mqforensics.spec import PlanParts
 from mqforensics.systems.postfix.files import SYSTEM
+from mqforensics.systems.postfix.queue_dir import LISTED_QUEUES, READY, READY_BITS
 from mqforensics.units import parse_instant
 
 POSTSUPER_DELETE = "postfix.postsuper_delete"
@@ -63,6 +65,14 @@ _AGE_FROM = {
     "orphan_logs": ("modified",),
 }
 NOT_AN_ID = "the file name is not a queue id: postsuper cannot name it; remove it by hand"
+NOT_READY = (
+    "not marked ready (mode {mode}): postsuper -d deletes only ready files; postsuper -p removes "
+    "unfinished ones 7 days after their last change"
+)
+NOT_A_MESSAGE_QUEUE = (
+    "in {queue}, which postsuper does not delete from: inspect it (postcat), then remove it by hand"
+)
+ACTIVE = "in the active queue: the queue manager is delivering it; plan again once it is deferred"
 NOT_READ = "the audit could not read the file: there is no digest to re-check it against"
 
 
@@ -134,8 +144,9 @@ class PostfixPlanner:
             if not detail.get("digest"):
                 out.deferred.append(Deferred(kind, target, rules, NOT_READ, cited))
                 continue
-            if not log and detail.get("id_kind") == "not_an_id":
-                out.deferred.append(Deferred(kind, target, rules, NOT_AN_ID, cited))
+            why = None if log else self._not_deletable(item)
+            if why is not None:
+                out.deferred.append(Deferred(kind, target, rules, why, cited))
                 continue
             precondition = {
                 "size": detail["size"],
@@ -158,6 +169,21 @@ class PostfixPlanner:
                 )
             )
         return out
+
+    @staticmethod
+    def _not_deletable(item: _File) -> str | None:
+        """Why postsuper -d would not delete the message of `item`, or None."""
+        detail, queue = item.detail, str(item.finding["queue"])
+        if queue not in LISTED_QUEUES:
+            return NOT_A_MESSAGE_QUEUE.format(queue=queue)
+        if queue == "active":
+            return ACTIVE
+        if detail.get("id_kind") == "not_an_id":
+            return NOT_AN_ID
+        mode = str(detail.get("mode") or "0")
+        if int(mode, 8) & READY_BITS != READY:
+            return NOT_READY.format(mode=mode)
+        return None
 
     @staticmethod
     def _target(item: _File) -> dict[str, Any]:

@@ -40,8 +40,8 @@ from mqforensics.purge.held_unlink import PlannedFile, live_copy, unlink_checked
 from mqforensics.retention.manifest import Action, Plan
 from mqforensics.systems.postfix.planner import DELETE_ORPHAN_LOG, POSTSUPER_DELETE
 from mqforensics.systems.postfix.queue_dir import (
+    LISTED_QUEUES,
     LOG_QUEUES,
-    MESSAGE_QUEUES,
     QueueDir,
     id_kind,
     list_queue_dir,
@@ -50,8 +50,6 @@ from mqforensics.units import parse_instant
 
 POSTSUPER_TIMEOUT = 120
 _DELETED = re.compile(r"Deleted: (\d+) messages?")
-# postsuper's queue names for -d (postsuper.c): the message queues.
-POSTSUPER_QUEUES = MESSAGE_QUEUES
 
 
 def _bad(action: Action, what: str) -> ConfigError:
@@ -176,7 +174,7 @@ class PostsuperExecutor:
             if action.kind not in self.kinds:
                 continue
             queue_dir, queue, queue_id, path = _checked_target(action)
-            if queue not in POSTSUPER_QUEUES:
+            if queue not in LISTED_QUEUES:
                 raise _bad(action, f"postsuper deletes from message queues, not {queue!r}")
             if id_kind(queue_id) == "not_an_id":
                 raise _bad(action, f"{queue_id!r} is not a queue id")

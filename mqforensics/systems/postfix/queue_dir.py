@@ -24,7 +24,8 @@ from mqforensics.errors import InputError
 
 MESSAGE_QUEUES = ("maildrop", "incoming", "active", "deferred", "hold", "corrupt", "saved")
 LOG_QUEUES = ("defer", "bounce", "trace")
-# The queues showq (postqueue) lists; ``corrupt`` and ``saved`` are not among them.
+# The queues showq (postqueue) lists and postsuper -d deletes from (postsuper's message queues);
+# ``corrupt`` and ``saved`` are not among them.
 LISTED_QUEUES = ("maildrop", "incoming", "active", "deferred", "hold")
 
 MESSAGE, LOG = "message", "log"
@@ -35,12 +36,14 @@ READY_BITS = stat.S_IRWXU
 READY = stat.S_IRUSR | stat.S_IWUSR | stat.S_IXUSR
 FORCED_EXPIRE = stat.S_IXGRP
 
-# mail_queue.h: a short id is upper-case hex (microseconds, then the inode number); a long id
-# (enable_long_queue_ids) is the seconds and microseconds in a base-52 alphabet without vowels
-# (MQID_LG_*), then ``z``, then the inode number in base 51 (the same alphabet without z).
-_LONG_ALPHABET = "0-9B-DF-HJ-NP-TV-Zb-df-hj-np-tv-y"
-SHORT_ID = re.compile(r"[0-9A-F]{6,}")
-LONG_ID = re.compile(rf"[{_LONG_ALPHABET}]{{10,}}z[{_LONG_ALPHABET}]+")
+# mail_queue.h: a short id is the microseconds as 5 upper-case hex digits, then the inode number
+# in hex; a long id (enable_long_queue_ids) is the seconds (6 or more) and microseconds (4) in a
+# base-52 alphabet without vowels, then ``z``, then the inode number in base 51 (the same
+# alphabet without ``z``): its separator is the last ``z``, at index 10 or later.
+_BASE52 = "0-9B-DF-HJ-NP-TV-Zb-df-hj-np-tv-z"
+_BASE51 = "0-9B-DF-HJ-NP-TV-Zb-df-hj-np-tv-y"
+SHORT_ID = re.compile(r"[0-9A-F]{5}[0-9A-F]{1,16}")
+LONG_ID = re.compile(rf"[{_BASE52}]{{10,}}z[{_BASE51}]{{1,13}}")
 SHORT, LONG_KIND, NOT_AN_ID = "short", "long", "not_an_id"
 
 
