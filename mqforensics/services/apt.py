@@ -1,10 +1,11 @@
 """Install Debian packages for a test server, without letting their system services run.
 
-Servers the harness needs from Debian (Cyrus, Redis) are installed with ``apt-get`` on first use
-(root only). A package's maintainer scripts would start its system-wide service (fixed ports,
-``/etc`` configuration); a ``policy-rc.d`` that exits 101 stops invoke-rc.d and
+Servers the harness needs from Debian (Cyrus, Redis, Postfix) are installed with ``apt-get`` on
+first use (root only). A package's maintainer scripts would start its system-wide service (fixed
+ports, ``/etc`` configuration); a ``policy-rc.d`` that exits 101 stops invoke-rc.d and
 deb-systemd-invoke from doing so, and afterwards the service is stopped and disabled (best
-effort), so only the harness's private instances ever run.
+effort), so only the harness's private instances ever run. A package that asks questions gets
+its answers preseeded (``debconf-set-selections``), e.g. Postfix's "No configuration".
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ def _apt_install(packages: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
 
 
+def _preseed(lines: Sequence[str], what: str) -> None:
+    """Feed `lines` to ``debconf-set-selections``, so that the install asks nothing."""
+    selections = "".join(f"{line}\n" for line in lines)
+    try:
+        result = subprocess.run(
+            ["debconf-set-selections"],
+            input=selections,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ServiceStartError(f"could not preseed debconf for {what}: {exc}") from exc
+    if result.returncode != 0:
+        raise ServiceStartError(
+            f"debconf-set-selections failed for {what} (exit {result.returncode}):\n"
+            + tail(result.stdout + result.stderr)
+        )
+
+
 def disable_system_service(service: str) -> None:
     """Stop the package's own `service` and keep it from starting at boot (best effort)."""
     commands = [["service", service, "stop"], ["update-rc.d", service, "disable"]]
@@ -62,12 +83,14 @@ def ensure_packages(
     probe: Path,
     installed: Callable[[], bool],
     system_service: str | None,
+    debconf: Sequence[str] = (),
 ) -> float:
     """Install `packages` unless `installed()`; the seconds that took (0 if already present).
 
     `what` names the software and `probe` the file whose absence means "not installed" in error
     messages; `system_service` is the package's own service (if it has one), stopped and
-    disabled afterwards.
+    disabled afterwards. `debconf` holds ``debconf-set-selections`` lines (``package
+    question type value``) preseeded before the install, answering the package's questions.
     """
     if installed():
         return 0.0
@@ -80,6 +103,8 @@ def ensure_packages(
     if not shutil.which("apt-get"):
         raise ServiceStartError(f"{what} is not installed ({probe} missing) and no apt-get")
     started = time.monotonic()
+    if debconf:
+        _preseed(debconf, what)
     own_policy = not _POLICY_RC_D.exists()
     if own_policy:
         _POLICY_RC_D.write_text(

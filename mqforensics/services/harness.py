@@ -24,6 +24,7 @@ from mqforensics.errors import ServiceStartError
 from mqforensics.services import (
     cassandra,
     cyrus,
+    postfix,
     redis,
     seaweedfs,
     spark_connect,
@@ -40,6 +41,7 @@ STARTERS: dict[str, Starter] = {
     "spark-standalone": spark_standalone.start,
     "cyrus": cyrus.start,
     "redis": redis.start,
+    "postfix": postfix.start,
 }
 
 # What `mqforensics services up` starts when no service is named.
@@ -57,6 +59,7 @@ PROBES: dict[str, Callable[[dict], bool]] = {
         int(info["port"]), str(info["username"]), str(info["password"])
     ),
     "redis": lambda info: redis.ping_works(int(info["port"]), str(info["password"])),
+    "postfix": postfix.running,
 }
 
 SESSIONS_BASE = Path(tempfile.gettempdir()) / f"mqforensics-{os.getuid()}"

@@ -21,6 +21,7 @@ SYSTEMS: dict[str, str] = {
     "logqueue": "mqforensics.systems.logqueue.spec",
     "cyrus": "mqforensics.systems.cyrus.spec",
     "slimta": "mqforensics.systems.slimta.spec",
+    "postfix": "mqforensics.systems.postfix.spec",
 }
 
 _loaded: dict[str, System] = {}

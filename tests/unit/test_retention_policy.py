@@ -240,6 +240,9 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
         "garbage_segments",
         "queued_mail",
         "queue_leftovers",
+        "held_mail",
+        "damaged_mail",
+        "orphan_logs",
     }
     consumed = rule_kinds()["consumed_mail"]
     assert (consumed.keys, consumed.needs_older_than, consumed.queueless) == (

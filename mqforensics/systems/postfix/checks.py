@@ -94,7 +94,7 @@ def damaged_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFram
     return _finding(
         broken, "damaged_queue_file", "error", options,
         F.col("damage_offset").alias("offset"), F.col("damage").alias("damage"),
-        F.col("problems"), F.col("read_error"),
+        F.col("problems"), F.col("read_error"), _arrival(),
     )  # fmt: skip
 
 

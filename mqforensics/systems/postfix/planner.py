@@ -57,11 +57,12 @@ _SELECTS = {
     "orphan_log": "orphan_logs",
     "personal_data": ERASE_SUBJECT,
 }
-# What each rule kind's age is judged from: a message's arrival, a leftover's last change.
+# What each rule kind's age is judged from, the first known: a message's arrival, a log's last
+# change. A damaged file's is the earlier of the two: the queue manager sets a deferred file's
+# mtime to its next retry, in the future, and a damaged file may have no arrival time.
 _AGE_FROM = {
     "queued_mail": ("arrival", "modified"),
     "held_mail": ("arrival", "modified"),
-    "damaged_mail": ("modified", "arrival"),
     "orphan_logs": ("modified",),
 }
 NOT_AN_ID = "the file name is not a queue id: postsuper cannot name it; remove it by hand"
@@ -80,12 +81,17 @@ def _instant(value: Any) -> dt.datetime | None:
     return parse_instant(value) if isinstance(value, str) and value else None
 
 
+def _age_start(detail: Mapping[str, Any], kind: str) -> dt.datetime | None:
+    known = [_instant(detail.get(name)) for name in _AGE_FROM.get(kind, ("arrival", "modified"))]
+    starts = [start for start in known if start is not None]
+    if not starts:
+        return None
+    return min(starts) if kind == "damaged_mail" else starts[0]
+
+
 def _older(detail: Mapping[str, Any], rule: Rule, as_of: dt.datetime) -> bool:
-    for name in _AGE_FROM[rule.kind]:
-        start = _instant(detail.get(name))
-        if start is not None:
-            return rule.older_than is not None and start < as_of - rule.older_than
-    return False
+    start = _age_start(detail, rule.kind)
+    return start is not None and rule.older_than is not None and start < as_of - rule.older_than
 
 
 @dataclass

@@ -203,7 +203,16 @@ class PostsuperExecutor:
         return None
 
     def verify(self, action: Action) -> Verdict:
-        return _verdict(action.target["path"], action.precondition)
+        """The file as planned; gone from its path, the message is done unless the queue
+        manager or an operator moved it to another queue (then it changed: skipped)."""
+        target = action.target
+        verdict = _verdict(target["path"], action.precondition)
+        if verdict.already_done:
+            moved = _message_files(target["queue_dir"], target["queue_id"])
+            if moved:
+                where = os.path.relpath(moved[0], target["queue_dir"])
+                return Verdict(False, f"moved to {where} since the plan")
+        return verdict
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
         target = action.target
