@@ -17,7 +17,9 @@ from pathlib import Path
 from mqforensics.errors import InputError
 
 DEFAULTS = {"maximal_queue_lifetime": "5d", "bounce_queue_lifetime": "5d"}
-_TIME = re.compile(r"(\d+)([smhdw]?)")
+# conv_time(): digits, then a unit letter; only the first character after the digits is read
+# ("5days" is 5d), and none means the parameter's default unit (days here).
+_TIME = re.compile(r"(\d+)(?:([smhdw])\S*)?")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _REFERENCE = re.compile(r"\$(?:\{(\w+)\}|\((\w+)\)|(\w+))")
 
@@ -86,4 +88,7 @@ def lifetimes(path: Path | None) -> Lifetimes:
         name: time_value(_expanded(parameters, name), f"{path}: {name}")
         for name in ("maximal_queue_lifetime", "bounce_queue_lifetime")
     }
+    # qmgr.c: a bounce_queue_lifetime above maximal_queue_lifetime is clamped to it.
+    values["bounce_queue_lifetime"] = min(values["bounce_queue_lifetime"],
+                                          values["maximal_queue_lifetime"])  # fmt: skip
     return Lifetimes(**values, source=str(Path(path).resolve()))
