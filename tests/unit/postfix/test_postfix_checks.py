@@ -93,3 +93,19 @@ def test_personal_data_names_subjects_never_addresses(planted) -> None:
     assert [str(Path(r["subject"]).relative_to(root)) for r in rows] == ["maildrop/F2B019841E7"]
     assert json.loads(rows[0]["detail"])["subjects"] == [wanted]
     assert "erin" not in rows[0]["detail"]
+
+
+def test_a_fleet_is_judged_host_by_host(spark, tmp_path: Path) -> None:
+    """Two hosts read in one frame: a log is an orphan on its own host even when a message of
+    the same queue id is queued on another (short ids are unique per host only)."""
+    mx1 = planted_queue.build(tmp_path / "mx1")
+    mx2 = tmp_path / "mx2"
+    (mx2 / "defer/9").mkdir(parents=True)
+    (mx2 / "defer/9/9564D9841D2").write_bytes(planted_queue.DEFER_LOG)
+    files = read_queue_dirs(spark, [QueueDir("mx1", str(mx1)), QueueDir("mx2", str(mx2))])
+    rows = run_checks(PostfixFrames(files), AuditOptions(as_of=planted_queue.AS_OF)).collect()
+    orphans = {(json.loads(r["detail"])["host"], r["subject"]) for r in rows
+               if r["check"] == "orphan_log"}  # fmt: skip
+    assert orphans == {("mx1", str(mx1 / "defer/C/C1D2E3F40516")),
+                       ("mx2", str(mx2 / "defer/9/9564D9841D2"))}  # fmt: skip
+    assert files.rdd.getNumPartitions() == 2  # one partition per host's batch of files
