@@ -7,7 +7,8 @@ environment, the bundled sample of ``datasets/<system>/sample`` is audited with 
 ``ANOMALIES.md`` is written for (the system spec's `sample`).
 
 - ``MQF_<SYSTEM>_ARGS`` (``MQF_JAMES_ARGS``, ``MQF_LOGQUEUE_ARGS``, ``MQF_CYRUS_ARGS``,
-  ``MQF_SLIMTA_ARGS``): the source arguments of ``mqforensics audit <system>``, shell-quoted, e.g.
+  ``MQF_SLIMTA_ARGS``, ``MQF_POSTFIX_ARGS``): the source arguments of ``mqforensics audit
+  <system>``, shell-quoted, e.g.
   ``MQF_JAMES_ARGS="--cassandra cass1:9042 --blobs s3://james-default"``. Credentials stay in
   their own variables (``MQF_CASSANDRA_PASSWORD``, ``MQF_REDIS_PASSWORD``, ``AWS_*``), never here:
   the command's parser refuses them (`credentials.refuse_on_command_line`) as on a command line.

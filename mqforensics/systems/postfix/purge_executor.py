@@ -84,9 +84,10 @@ def _checked_target(action: Action) -> tuple[str, str, str, str]:
     """(queue_dir, queue, queue_id, path) of an action, refused when they do not agree."""
     target, pre = action.target, action.precondition
     values = [target.get(k) for k in ("queue_dir", "queue", "queue_id", "path")]
-    if not all(isinstance(v, str) and v for v in values):
+    texts = [v for v in values if isinstance(v, str) and v]
+    if len(texts) != len(values):
         raise _bad(action, "target needs queue_dir, queue, queue_id and path")
-    queue_dir, queue, queue_id, path = values
+    queue_dir, queue, queue_id, path = texts
     if not (os.path.isabs(queue_dir) and os.path.isabs(path)):
         raise _bad(action, "queue_dir and path must be absolute")
     relative = os.path.relpath(path, queue_dir)

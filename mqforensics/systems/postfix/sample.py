@@ -89,10 +89,7 @@ def materialize(target: Path, truth: Path, sample: Path = BUNDLED) -> SampleCopy
         (target / queue).mkdir(exist_ok=True)
     for directory in [target, *(p for p in target.rglob("*") if p.is_dir())]:
         directory.chmod(0o700)
-    document = {
-        "sample": str(sample),
-        "as_of": (sample / "as_of.txt").read_text().strip(),
-        "findings": ground_truth(target, sample),
-    }
+    as_of = (sample / "as_of.txt").read_text().strip()
+    document = {"sample": str(sample), "as_of": as_of, "findings": ground_truth(target, sample)}
     Path(truth).write_text(json.dumps(document, indent=2) + "\n")
-    return SampleCopy(target, document["as_of"], Path(truth))
+    return SampleCopy(target, as_of, Path(truth))

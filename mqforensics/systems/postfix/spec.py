@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.spec import Check, Loaded, Option, RuleKind, Sample, System
-from mqforensics.systems.postfix import audit, planner
+from mqforensics.systems.postfix import audit, planner, views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -190,4 +190,5 @@ SPEC = System(
     validation_frames=validation_frames,
     sample=sample,
     data_sources=data_sources,
+    views=views,
 )
