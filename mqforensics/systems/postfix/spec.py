@@ -151,6 +151,9 @@ def validation_frames(loaded: Loaded) -> Mapping[str, DataFrame]:
     return {"messages": frames.messages, "recipients": frames.recipients, "logs": frames.logs}
 
 
+SAMPLE_HOST = "sample"  # what the bundled queue directory is called in findings and notebooks
+
+
 def sample(workdir: Path) -> Sample:
     """The bundled queue directory (written by the real Postfix, anomalies planted in the
     copy) under ``workdir/queue`` with its recorded modes and mtimes (git keeps neither)."""
@@ -160,7 +163,12 @@ def sample(workdir: Path) -> Sample:
     shutil.rmtree(queue, ignore_errors=True)
     copy = materialize(queue, Path(workdir) / "ground_truth.json")
     return Sample(
-        argv=["--queue-dir", str(copy.queue_dir), "--main-cf", str(BUNDLED / "postconf.txt")],
+        argv=[
+            "--queue-dir",
+            f"{SAMPLE_HOST}={copy.queue_dir}",
+            "--main-cf",
+            str(BUNDLED / "postconf.txt"),
+        ],
         as_of=copy.as_of,
         ground_truth=copy.ground_truth,
         policy=BUNDLED / "policy.toml",

@@ -50,7 +50,7 @@ def test_exactly_the_planted_findings_with_offsets(spark, sample, tmp_path: Path
 
 
 def test_untouched_messages_read_as_postqueue_listed_them(sample) -> None:
-    queue_dir = QueueDir("sample", sample.argv[1])
+    queue_dir = QueueDir.parse(sample.argv[1])
     rows = [dict(zip(FILE_COLUMNS, r, strict=True))
             for r in read_files(queue_dir, list_queue_dir(queue_dir))]  # fmt: skip
     planted_ids = {a["queue_id"] for a in PLANTED.values()}
@@ -90,6 +90,10 @@ def test_the_bundled_policy_plans_from_the_findings(spark, sample, tmp_path: Pat
     }
     assert main(["approve", str(plan_dir), "--by", "tests"]) == 0
     # postsuper needs the instance's config directory: refused before anything runs.
-    before = {p: p.read_bytes() for p in Path(sample.argv[1]).rglob("*") if p.is_file()}
+    before = {
+        p: p.read_bytes() for p in Path(sample.argv[1].split("=", 1)[1]).rglob("*") if p.is_file()
+    }
     assert main(["purge", str(plan_dir), "--apply"]) == 2
-    assert {p: p.read_bytes() for p in Path(sample.argv[1]).rglob("*") if p.is_file()} == before
+    assert {
+        p: p.read_bytes() for p in Path(sample.argv[1].split("=", 1)[1]).rglob("*") if p.is_file()
+    } == before
