@@ -62,3 +62,22 @@ def utc_text(value: dt.datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def valid_utf8(value: str | None) -> str | None:
+    """`value` as valid UTF-8 text: bytes decoded with ``surrogateescape`` (mail headers,
+    addresses, file names in 8-bit) leave lone surrogates, which neither Arrow nor JSON can
+    carry; they become U+FFFD."""
+    if value is None or value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def utc_from_unix(seconds: float | None) -> dt.datetime | None:
+    """A Unix time as an aware UTC datetime; None for None or a value no timestamp can hold."""
+    if seconds is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(float(seconds), tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 import redis as redis_py
@@ -11,20 +10,9 @@ import redis as redis_py
 from mqforensics.services import redis as redis_service
 from mqforensics.services.harness import Harness
 from mqforensics.services.process import port_open
+from tests.server_probes import listening_addresses
 
 pytestmark = pytest.mark.integration
-
-
-def _listening_addresses(port: int) -> set[str]:
-    """Local addresses (hex, as in /proc/net/tcp*) with a socket listening on `port`."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            address, hex_port = fields[1].rsplit(":", 1)
-            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
-                found.add(address)
-    return found
 
 
 def test_answers_with_the_password(redis):
@@ -59,7 +47,7 @@ def test_is_bound_to_127_0_0_1_only(redis):
     with redis_service.client(redis["port"], redis["password"]) as conn:
         assert conn.config_get("bind") == {"bind": "127.0.0.1"}
         assert conn.config_get("protected-mode") == {"protected-mode": "yes"}
-    assert _listening_addresses(redis["port"]) == {"0100007F"}  # 127.0.0.1, no IPv6, no 0.0.0.0
+    assert listening_addresses(redis["port"]) == {"0100007F"}  # 127.0.0.1, no IPv6, no 0.0.0.0
     assert port_open(redis["port"])
     assert not port_open(redis["port"], host="127.0.0.2")
 

@@ -35,6 +35,8 @@ from mqforensics.systems.postfix.envelope import read_envelope
 from mqforensics.systems.postfix.logs import read_log
 from mqforensics.systems.postfix.queue_dir import Listed, QueueDir
 from mqforensics.systems.postfix.records import read_records
+from mqforensics.units import utc_from_unix as instant
+from mqforensics.units import valid_utf8 as text
 
 SYSTEM = "postfix"
 
@@ -58,22 +60,6 @@ FILE_COLUMNS = (
 )  # fmt: skip
 
 _INT32 = (1 << 31) - 1
-
-
-def text(value: str | None) -> str | None:
-    """`value` as valid UTF-8: undecodable bytes (kept as lone surrogates) become U+FFFD."""
-    if value is None or value.isascii():
-        return value
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def instant(seconds: float | None) -> dt.datetime | None:
-    if seconds is None:
-        return None
-    try:
-        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
 
 
 def _header(headers: Iterable[str], name: str) -> str | None:

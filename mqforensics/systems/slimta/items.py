@@ -32,6 +32,8 @@ from typing import Any
 
 from mqforensics.systems.slimta import safe_pickle
 from mqforensics.systems.slimta.safe_pickle import EnvelopeData, MetaData
+from mqforensics.units import utc_from_unix as instant
+from mqforensics.units import valid_utf8 as text
 
 SYSTEM = "slimta"
 MESSAGE, TMP_FILE, QUEUE_ENTRY, OTHER_KEY = "message", "tmp_file", "queue_entry", "other_key"
@@ -50,24 +52,6 @@ ITEMS = (
 )
 
 _INT32 = (1 << 31) - 1
-
-
-def text(value: str | None) -> str | None:
-    """`value` as valid UTF-8 text: 8-bit header bytes decode to lone surrogates, which
-    neither Arrow nor JSON can carry; they become U+FFFD."""
-    if value is None or value.isascii():
-        return value
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def instant(seconds: float | None) -> dt.datetime | None:
-    """A Unix time as an aware UTC datetime; None for None or a value no timestamp can hold."""
-    if seconds is None:
-        return None
-    try:
-        return dt.datetime.fromtimestamp(float(seconds), tz=dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
 
 
 @dataclass

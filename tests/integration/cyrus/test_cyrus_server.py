@@ -19,6 +19,7 @@ import pytest
 from mqforensics.services import cyrus as cyrus_service
 from mqforensics.services.harness import SESSIONS_BASE, Harness
 from mqforensics.services.process import pid_alive
+from tests.server_probes import all_pids, cmdline
 
 pytestmark = pytest.mark.integration
 
@@ -110,26 +111,15 @@ def test_stop_leaves_no_cyrus_process():
         assert len(members) >= 2, members  # master and at least one imapd
         assert harness.stop("cyrus")
         assert not [pid for pid in members if pid_alive(pid)]
-        assert not any(str(server.path) in _cmdline(pid) for pid in _all_pids() if pid_alive(pid))
+        assert not any(str(server.path) in cmdline(pid) for pid in all_pids() if pid_alive(pid))
     finally:
         harness.stop_all(["cyrus"])
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _all_pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
 def _group_members(pgid: int) -> list[int]:
     members = []
-    for pid in _all_pids():
+    for pid in all_pids():
         try:
             if os.getpgid(pid) == pgid:
                 members.append(pid)

@@ -6,7 +6,6 @@ tests do not depend on each other's messages on the shared instance.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from mqforensics.errors import ServiceStartError
 from mqforensics.services import postfix as postfix_service
 from mqforensics.services.harness import SESSIONS_BASE, Harness
 from mqforensics.services.process import port_open
+from tests.server_probes import all_pids, cmdline, listening_addresses
 
 pytestmark = pytest.mark.integration
 
@@ -122,20 +122,8 @@ def test_hold_moves_a_message_to_the_hold_queue(postfix):
         postfix_service.hold(postfix, queue_id)
 
 
-def _listening_addresses(port: int) -> set[str]:
-    """Local addresses (hex, as in /proc/net/tcp*) with a socket listening on `port`."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            address, hex_port = fields[1].rsplit(":", 1)
-            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
-                found.add(address)
-    return found
-
-
 def test_smtp_is_bound_to_127_0_0_1_only(postfix):
-    assert _listening_addresses(postfix["port"]) == {"0100007F"}  # 127.0.0.1, no IPv6
+    assert listening_addresses(postfix["port"]) == {"0100007F"}  # 127.0.0.1, no IPv6
     assert postfix_service.smtp_ready(postfix["port"])
     assert not port_open(postfix["port"], host="127.0.0.2")
     assert not port_open(postfix["relayhost_port"])
@@ -165,19 +153,8 @@ def test_stop_leaves_no_postfix_process():
         while postfix_service.instance_pids(info) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert postfix_service.instance_pids(info) == []
-        assert not [pid for pid in _all_pids() if str(server.path) in _cmdline(pid)]
+        assert not [pid for pid in all_pids() if str(server.path) in cmdline(pid)]
         assert not postfix_service.smtp_ready(info["port"])
     finally:
         harness.stop_all(["postfix"])
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _all_pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
