@@ -14,7 +14,8 @@ Columns (a `None` where a value does not apply or could not be read):
   could not be read: then nothing below is set);
 - a queue file: ``complete`` (read to its end record without damage), ``damage_offset`` and
   ``damage`` (where and why reading stopped), ``problems`` (records that mean nothing, with their
-  offsets), ``content_size`` (postqueue -j's message_size), ``arrival`` (the ``T`` record),
+  offsets), ``content_size`` (postqueue -j's message_size) and ``content_offset`` (where the
+  message content starts: both from the ``C`` record), ``arrival`` (the ``T`` record),
   ``sender``, ``recipient_count``, ``message_id`` (the Message-ID header), ``attributes`` (the
   named ``A`` records), ``recipients`` (address, original address, state ``pending``/``done``/
   ``canceled``, offset of its record);
@@ -45,8 +46,8 @@ FILES = (
     "id_kind string, kind string, size bigint, mode int, ready boolean, forced_expire boolean, "
     "modified timestamp, inode bigint, digest string, read_error string, complete boolean, "
     "damage_offset bigint, damage string, problems array<string>, content_size bigint, "
-    "arrival timestamp, sender string, recipient_count int, message_id string, "
-    "attributes map<string,string>, "
+    "content_offset bigint, arrival timestamp, sender string, recipient_count int, "
+    "message_id string, attributes map<string,string>, "
     "recipients array<struct<address:string, original:string, state:string, offset:bigint>>, "
     "log_entries array<struct<recipient:string, original:string, offset:bigint, status:string, "
     "action:string, reason:string, at:bigint>>"
@@ -55,8 +56,8 @@ FILES = (
 FILE_COLUMNS = (
     "host", "queue_dir", "queue", "path", "queue_id", "id_kind", "kind", "size", "mode", "ready",
     "forced_expire", "modified", "inode", "digest", "read_error", "complete", "damage_offset",
-    "damage", "problems", "content_size", "arrival", "sender", "recipient_count", "message_id",
-    "attributes", "recipients", "log_entries",
+    "damage", "problems", "content_size", "content_offset", "arrival", "sender",
+    "recipient_count", "message_id", "attributes", "recipients", "log_entries",
 )  # fmt: skip
 
 _INT32 = (1 << 31) - 1
@@ -81,6 +82,7 @@ def _message_columns(data: bytes) -> tuple:
         damage.reason if damage else None,
         [text(p) for p in envelope.problems],
         envelope.content_size,
+        envelope.content_offset,
         instant(envelope.arrival_time),
         text(envelope.sender),
         count if count is None or count <= _INT32 else _INT32,
@@ -101,11 +103,10 @@ def _log_columns(data: bytes) -> tuple:
          text(e.reason), e.at)
         for e in log.entries
     ]  # fmt: skip
-    return (None, None, None, [text(p) for p in log.problems], None, None, None, None, None,
-            None, None, entries)  # fmt: skip
+    return (None, None, None, [text(p) for p in log.problems], *(None,) * 8, entries)
 
 
-_NOTHING_READ = (None,) * 12
+_NOTHING_READ = (None,) * (len(FILE_COLUMNS) - 15)
 
 
 def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 MESSAGE_COLUMNS = (
     "host", "queue_dir", "queue", "path", "queue_id", "id_kind", "size", "mode", "ready",
     "forced_expire", "modified", "inode", "digest", "read_error", "complete", "damage_offset",
-    "damage", "problems", "content_size", "arrival", "sender", "recipient_count", "message_id",
-    "attributes", "recipients",
+    "damage", "problems", "content_size", "content_offset", "arrival", "sender",
+    "recipient_count", "message_id", "attributes", "recipients",
 )  # fmt: skip
 LOG_COLUMNS = (
     "host", "queue_dir", "queue", "path", "queue_id", "id_kind", "size", "mode", "modified",

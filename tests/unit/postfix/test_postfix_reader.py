@@ -74,6 +74,7 @@ def test_a_real_queue_file_read_once(tmp_path: Path) -> None:
     assert (one["sender"], one["content_size"], one["recipient_count"]) == (
         "alice@example.org", 295, 2,
     )  # fmt: skip
+    assert one["content_offset"] == 340  # postcat: the M record at 338, the content after it
     assert one["recipients"] == [
         ("bob@example.net", "bob@example.net", "pending", 243),
         ("carol@example.com", "carol@example.com", "pending", 319),
