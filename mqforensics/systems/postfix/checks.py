@@ -81,20 +81,38 @@ def _pending() -> Column:
     return F.size(F.filter("recipients", lambda r: r["state"] == "pending"))
 
 
+def _missing_records() -> Column:
+    """The records a complete queue file lacks that the queue manager requires (arrival time
+    ``T``, sender ``S``, size ``C``; qmgr_message.c "message rejected: missing ... record");
+    postdrop's maildrop files have no ``C`` (only cleanup writes one)."""
+    complete = F.coalesce(F.col("complete"), F.lit(False))
+    names = [
+        F.when(F.col("arrival").isNull(), F.lit("T (arrival time)")),
+        F.when(F.col("sender").isNull(), F.lit("S (sender)")),
+        F.when((F.col("queue") != "maildrop") & F.col("content_size").isNull(), F.lit("C (size)")),
+    ]
+    return F.when(complete, F.filter(F.array(*names), lambda n: n.isNotNull())).otherwise(
+        F.array().cast("array<string>")
+    )
+
+
 def damaged_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
-    """A queue file marked ready (outside ``corrupt``) whose records do not read to their end:
-    truncated, a length past the end, a broken pointer, a ``C`` or ``T`` record that is not
-    numbers; or a file that cannot be read at all. ``detail.offset`` is where reading stopped."""
+    """A queue file marked ready (outside ``corrupt``) whose records do not read to their end
+    record: truncated, a length past the end, a broken pointer, a ``C`` or ``T`` record that is
+    not numbers; one read to its end without a record the queue manager requires
+    (``detail.missing``); or a file that cannot be read at all. ``detail.offset`` is where
+    reading stopped."""
     ready = _messages(frames).where((F.col("queue") != CORRUPT_QUEUE) & F.col("ready"))
-    broken = ready.where(
+    broken = ready.withColumn("_missing", _missing_records()).where(
         F.col("read_error").isNotNull()
         | ~F.coalesce(F.col("complete"), F.lit(False))
         | (F.size(F.coalesce("problems", F.array().cast("array<string>"))) > 0)
+        | (F.size("_missing") > 0)
     )
     return _finding(
         broken, "damaged_queue_file", "error", options,
         F.col("damage_offset").alias("offset"), F.col("damage").alias("damage"),
-        F.col("problems"), F.col("read_error"), _arrival(),
+        F.col("_missing").alias("missing"), F.col("problems"), F.col("read_error"), _arrival(),
     )  # fmt: skip
 
 

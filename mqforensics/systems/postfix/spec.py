@@ -45,7 +45,8 @@ CHECKS = (
         _run("damaged_queue_file"),
         "A queue file marked ready whose records do not read to their end record: truncated, a "
         "length past the end of the file, a broken pointer, a size or time record that is not "
-        "numbers, or a file that cannot be read (detail.offset: where reading stopped).",
+        "numbers, or a file that cannot be read (detail.offset: where reading stopped); or one "
+        "without a record the queue manager requires (detail.missing).",
         "The queue manager cannot deliver it and moves it to corrupt/ when it tries: the mail "
         "is lost, while the file keeps its personal data.",
         "Recover what postcat can still show, then plan its removal (damaged_mail).",

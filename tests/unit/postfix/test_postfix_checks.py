@@ -109,3 +109,25 @@ def test_a_fleet_is_judged_host_by_host(spark, tmp_path: Path) -> None:
     assert orphans == {("mx1", str(mx1 / "defer/C/C1D2E3F40516")),
                        ("mx2", str(mx2 / "defer/9/9564D9841D2"))}  # fmt: skip
     assert files.rdd.getNumPartitions() == 2  # one partition per host's batch of files
+
+
+def test_a_complete_file_without_a_record_qmgr_requires_is_damaged(spark, tmp_path: Path) -> None:
+    """Read to its end, but the sender record became a full-name record (one byte): the queue
+    manager rejects it ("missing sender record") and moves it to corrupt/."""
+    root = tmp_path / "queue"
+    no_sender = bytearray(planted_queue.REAL_DEFERRED)
+    assert no_sender[planted_queue.S_AT : planted_queue.S_AT + 1] == b"S"
+    no_sender[planted_queue.S_AT] = ord("F")
+    (root / "deferred/6").mkdir(parents=True)
+    (root / "deferred/6/6A7B8C9D0E1").write_bytes(bytes(no_sender))
+    (root / "deferred/6/6A7B8C9D0E1").chmod(0o700)
+    (root / "maildrop").mkdir()
+    (root / "maildrop/F2B019841E7").write_bytes(planted_queue.REAL_MAILDROP)  # no C: fine
+    (root / "maildrop/F2B019841E7").chmod(0o744)
+    files = read_queue_dirs(spark, [QueueDir("mx1", str(root))])
+    rows = run_checks(PostfixFrames(files), AuditOptions(as_of=planted_queue.AS_OF)).collect()
+    damaged = [(r["subject"], json.loads(r["detail"])) for r in rows
+               if r["check"] == "damaged_queue_file"]  # fmt: skip
+    assert [(s, d["missing"], d["offset"]) for s, d in damaged] == [
+        (str(root / "deferred/6/6A7B8C9D0E1"), ["S (sender)"], None)
+    ]
