@@ -7,9 +7,13 @@ Two ways to read the enqueued table:
   a start per queue to the slice holding `as_of`, so a read touches only the partitions it needs.
   A query reads up to 20 of a queue's partitions at once (IN on slices and buckets): most
   enumerated partitions are empty, and one query per partition spent the read in round trips.
-  The smallest window of the history is used: windows only ever shrink to a divisor, so its slice
-  starts include every start of an older, larger window. Bucket ids go up to the largest bucket
-  count of the history (it only grows). Partitions outside the enumerated range are not seen.
+  Every window the configuration history names is walked, each on its own epoch-aligned grid
+  (the union of their slice starts): James only lets the window shrink to a divisor, whose grid
+  holds every start of the larger one, but a history that broke that rule (a `config_violation`,
+  e.g. 3600 s then 2400 s) wrote slices on both grids, and the smallest window's grid alone
+  missed the larger one's. Bucket ids go up to the largest bucket count of the history.
+  Partitions outside the enumerated range, or on no grid of the history (what a scan's
+  `slice_mismatch` finds), are not seen.
 * **scan**: a token-range full scan of the table (``mqf_cassandra``), which also finds partitions
   no enumeration can predict (misaligned slices, buckets beyond the count, unknown queues).
 
@@ -36,7 +40,7 @@ from mqforensics.systems.james.config_history import history_rows
 from mqforensics.systems.james.state import JamesState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -59,22 +63,36 @@ class SliceChunk(InputPartition):
 
 
 def enumerate_partitions(
-    ranges: dict[str, tuple[int, int]], window: int, bucket_count: int
+    ranges: dict[str, tuple[int, int]], windows: int | Sequence[int], bucket_count: int
 ) -> list[tuple[str, int, int]]:
-    """Every (queue, slice start, bucket) with start in [first, last] aligned to `window`."""
+    """Every (queue, slice start, bucket) with start in [first, last] aligned to any of
+    `windows` (each slice start once, in order; the first slice holds `first`)."""
+    steps = sorted({windows} if isinstance(windows, int) else set(windows))
     keys: list[tuple[str, int, int]] = []
     for queue, (first, last) in sorted(ranges.items()):
-        start = (first // window) * window
-        for slice_start in range(start, last + 1, window):
+        starts: set[int] = set()
+        for window in steps:
+            starts.update(range((first // window) * window, last + 1, window))
+        for slice_start in sorted(starts):
             keys.extend((queue, slice_start, bucket) for bucket in range(bucket_count))
     return keys
+
+
+def slice_windows(options: Any) -> list[int]:
+    """The ``windows`` option (comma-separated seconds), or the older single ``window``."""
+    text = options.get("windows") or options["window"]
+    windows = [int(part) for part in str(text).split(",")]
+    if not windows or min(windows) <= 0:
+        raise ValueError(f"windows must be positive seconds, not {text!r}")
+    return windows
 
 
 class JamesEnqueuedSource(DataSource):
     """``mqf_james_enqueued``: the enqueued table read partition by enumerated partition.
 
     Options: the CassandraEndpoint options, ``keyspace``, ``table``, ``ranges`` (JSON object
-    queue -> [first slice epoch, last slice epoch]), ``window``, ``bucket_count``, ``chunk``
+    queue -> [first slice epoch, last slice epoch]), ``windows`` (slice windows in seconds,
+    comma-separated: each one's grid is walked; ``window``: one), ``bucket_count``, ``chunk``
     (Cassandra partitions per Spark partition, default 1024), ``consistency``, ``concurrency``,
     ``page_size`` (rows per page of a query, default 5000), ``partitions_per_query`` (the
     Cassandra partitions one query reads with IN, default 20), ``columns``
@@ -121,10 +139,10 @@ class JamesEnqueuedReader(DataSourceReader):
             ranges = {
                 q: (int(a), int(b)) for q, (a, b) in json.loads(self.options["ranges"]).items()
             }
-            window, buckets = int(self.options["window"]), int(self.options["bucket_count"])
+            windows, buckets = slice_windows(self.options), int(self.options["bucket_count"])
         except (KeyError, ValueError, TypeError) as exc:
             raise ConfigError(f"bad mqf_james_enqueued options: {exc}") from None
-        keys = enumerate_partitions(ranges, window, buckets)
+        keys = enumerate_partitions(ranges, windows, buckets)
         chunk = positive_count(self.options.get("chunk", str(DEFAULT_CHUNK)), "chunk")
         # read() uses them in the executors; a bad value fails here, on the driver, first.
         positive_count(self.options.get("concurrency", "16"), "concurrency")
@@ -356,6 +374,7 @@ def read_live(
         page_size=MARKER_PAGE_ROWS,
     )  # fmt: skip
     blob_references = None
+    notes: list[str] = []
     chosen = selected_columns(",".join(options.columns))
     if options.mode == "scan":
         entries = read_table(
@@ -371,11 +390,13 @@ def read_live(
             )
         if options.from_browse_start:  # history is in eventid order: the last is current
             _eventid, window, buckets, _pace = history[-1]
+            windows = [window]
         else:
-            window = min(h[1] for h in history)
+            windows = sorted({h[1] for h in history}, reverse=True)
             buckets = max(h[2] for h in history)
+            notes.append(enumeration_note(windows, buckets))
         entries = _enumerated_entries(
-            spark, endpoint, options, table, browse_rows, content_rows, window, buckets, as_of
+            spark, endpoint, options, table, browse_rows, content_rows, windows, buckets, as_of
         )
     if options.mode == "enumerate" and not options.from_browse_start:
         # Orphan detection needs every reference, not only the enumerated partitions' (a
@@ -407,8 +428,23 @@ def read_live(
         references_complete=blob_references is not None
         or (options.mode == "scan" and not options.queues),
         source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
+        notes=notes,
         table=table,
     )
+
+
+def enumeration_note(windows: list[int], buckets: int) -> str:
+    """What an enumerated read walked: every slice grid of the history, and why several."""
+    grids = " and ".join(f"{w} s" for w in windows)
+    text = f"enumerated the slice grids of {grids}, buckets 0..{buckets - 1}"
+    smallest = min(windows)
+    undivided = [w for w in windows if w % smallest]
+    if undivided:
+        text += (
+            f" ({smallest} s does not divide {', '.join(str(w) for w in undivided)} s, against "
+            "James's rule: the smallest grid alone would miss their slices)"
+        )
+    return text
 
 
 def _utc(value: dt.datetime | None) -> dt.datetime | None:
@@ -422,7 +458,7 @@ def _enumerated_entries(
     table: str,
     browse_rows: list[tuple[str, Any]],
     content_rows: list[tuple[str, Any]],
-    window: int,
+    windows: list[int],
     buckets: int,
     as_of: dt.datetime,
 ) -> DataFrame:
@@ -448,7 +484,7 @@ def _enumerated_entries(
         "keyspace": options.keyspace,
         "table": table,
         "ranges": json.dumps(ranges),
-        "window": str(window),
+        "windows": ",".join(str(w) for w in windows),
         "bucket_count": str(buckets),
         "consistency": options.consistency,
         "columns": ",".join(options.columns),

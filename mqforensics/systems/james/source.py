@@ -200,6 +200,9 @@ def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Lo
     try:
         objects = count_objects(args, state)
         inputs = manifest_inputs(args)
+        live_notes = list(state.notes) if args.cassandra else []
+        if live_notes:  # how the live read went: the slice grids an enumeration walked
+            inputs[0]["notes"] = live_notes
     except BaseException:
         state.unpersist()
         raise
@@ -210,6 +213,7 @@ def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Lo
         objects=objects,
         inputs=inputs,
         plan_inputs=plan_inputs(args, state),
+        notes=live_notes,
         close=state.unpersist,
     )
 

@@ -76,11 +76,11 @@ def expected_findings(state: gen.GeneratedState) -> set[tuple]:
 
 
 def unreachable_by_enumeration(state: gen.GeneratedState) -> set[str]:
-    """Subjects (enqueueIds, partitions) of rows slice enumeration cannot read: off the grid of
-    the smallest window, beyond the largest bucket count, or older than 7 days before the
+    """Subjects (enqueueIds, partitions) of rows slice enumeration cannot read: on no grid of
+    the history's windows, beyond the largest bucket count, or older than 7 days before the
     queue's earliest browse/content start (docs/james.md, Readers)."""
     history = history_rows(state.event_store, "eventstore")
-    window = min(h[1] for h in history)
+    windows = {h[1] for h in history}
     buckets = max(h[2] for h in history)
     starts: dict[str, int] = {}
     for row in [*state.browse_start, *state.content_start]:
@@ -91,11 +91,12 @@ def unreachable_by_enumeration(state: gen.GeneratedState) -> set[str]:
     subjects = set()
     for row in state.entries:
         trs = row["timerangestart"].timestamp()
-        first = (starts[row["queuename"]] - 7 * 86400) // window * window
-        reachable = (
-            trs == int(trs) and int(trs) % window == 0 and 0 <= row["bucketid"] < buckets
-            and first <= trs <= end
-        )  # fmt: skip
+        lookback = starts[row["queuename"]] - 7 * 86400
+        # On some window's grid, from that grid's first slice (the one holding the lookback).
+        on_a_grid = trs == int(trs) and any(
+            int(trs) % window == 0 and lookback // window * window <= trs for window in windows
+        )
+        reachable = on_a_grid and 0 <= row["bucketid"] < buckets and trs <= end
         if not reachable:
             subjects.add(row["enqueueid"])
             subjects.add(gen.partition_subject(row["queuename"], int(trs), row["bucketid"]))

@@ -41,6 +41,33 @@ def test_partition_queries_read_each_enumerated_partition_once(per_query, fulles
     assert max(len(starts) * len(buckets) for _, starts, buckets in queries) == fullest
 
 
+def test_every_window_of_the_history_is_walked_on_its_own_grid():
+    """3600 s then 2400 s (no divisor, a config_violation): slices of both grids, each once.
+    The smallest grid alone would miss 3600 and 10800 (on the 3600 s grid only)."""
+    keys = enumerate_partitions({"spool": (0, 14400)}, [3600, 2400], 1)
+    assert [k[1] for k in keys] == [0, 2400, 3600, 4800, 7200, 9600, 10800, 12000, 14400]
+    # A divisor's grid already holds the larger window's starts: nothing is read twice.
+    assert enumerate_partitions({"spool": (0, 7200)}, [3600, 900], 2) == enumerate_partitions(
+        {"spool": (0, 7200)}, 900, 2
+    )
+    chunks = JamesEnqueuedReader({**options(), "windows": "3600,2400"}).partitions()
+    assert sorted(k[1] for c in chunks for k in c.keys) == [0, 0, 2400, 2400, 3600, 3600,
+                                                              4800, 4800, 7200, 7200]  # fmt: skip
+
+
+def test_the_enumeration_note_says_which_grids_and_why():
+    from mqforensics.systems.james.live import enumeration_note
+
+    assert (
+        enumeration_note([3600, 900], 4)
+        == "enumerated the slice grids of 3600 s and 900 s, buckets 0..3"
+    )
+    assert enumeration_note([3600, 2400], 1) == (
+        "enumerated the slice grids of 3600 s and 2400 s, buckets 0..0 (2400 s does not divide "
+        "3600 s, against James's rule: the smallest grid alone would miss their slices)"
+    )
+
+
 def test_partition_queries_split_more_buckets_than_one_query_reads():
     keys = enumerate_partitions({"spool": (0, 900)}, 900, 5)
     assert partition_queries(keys, 2) == [
