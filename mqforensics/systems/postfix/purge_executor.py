@@ -42,9 +42,11 @@ from mqforensics.systems.postfix.planner import DELETE_ORPHAN_LOG, POSTSUPER_DEL
 from mqforensics.systems.postfix.queue_dir import (
     LISTED_QUEUES,
     LOG_QUEUES,
+    MESSAGE_QUEUES,
     QueueDir,
     id_kind,
     list_queue_dir,
+    possible_paths,
 )
 from mqforensics.units import parse_instant
 
@@ -113,12 +115,11 @@ def _verdict(path: str, precondition: dict[str, Any]) -> Verdict:
 
 
 def _message_files(queue_dir: str, queue_id: str) -> list[str]:
-    """Where a queue file of `queue_id` is now, in any message queue of `queue_dir`."""
-    found = []
-    for listed in list_queue_dir(QueueDir(queue_dir, queue_dir)):
-        if listed.kind == "message" and listed.name == queue_id:
-            found.append(os.path.join(queue_dir, listed.relative))
-    return found
+    """Where a queue file of `queue_id` is now, in any message queue of `queue_dir`, looked up
+    where Postfix itself would keep it (`possible_paths`), not by listing the queues."""
+    return [path for queue in MESSAGE_QUEUES
+            for path in possible_paths(queue_dir, queue, queue_id)
+            if os.path.lexists(path)]  # fmt: skip
 
 
 def _orphan_logs(queue_dir: str) -> set[str]:

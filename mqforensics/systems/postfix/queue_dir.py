@@ -45,6 +45,9 @@ _BASE51 = "0-9B-DF-HJ-NP-TV-Zb-df-hj-np-tv-y"
 SHORT_ID = re.compile(r"[0-9A-F]{5}[0-9A-F]{1,16}")
 LONG_ID = re.compile(rf"[{_BASE52}]{{10,}}z[{_BASE51}]{{1,13}}")
 SHORT, LONG_KIND, NOT_AN_ID = "short", "long", "not_an_id"
+# mail_queue.h MQID_LG_*: the base-52 digits, in value order.
+_BASE52_DIGITS = "0123456789BCDFGHJKLMNPQRSTVWXYZbcdfghjklmnpqrstvwxyz"
+HASH_CHARS = 5  # the hex microseconds dir_forest() takes its subdirectory names from
 
 
 def id_kind(name: str) -> str:
@@ -54,6 +57,28 @@ def id_kind(name: str) -> str:
     if LONG_ID.fullmatch(name):
         return LONG_KIND
     return NOT_AN_ID
+
+
+def hash_string(queue_id: str) -> str:
+    """What ``mail_queue_dir()`` hashes a queue id's subdirectories from: a short id's own
+    leading hex microseconds, a long id's microseconds re-encoded as ``%05X``."""
+    if id_kind(queue_id) != LONG_KIND:
+        return queue_id[:HASH_CHARS]
+    separator = queue_id.rindex("z")
+    value = 0
+    for digit in queue_id[separator - 4 : separator]:
+        value = value * 52 + _BASE52_DIGITS.index(digit)
+    return f"{value:05X}"
+
+
+def possible_paths(root: str, queue: str, queue_id: str) -> list[str]:
+    """Where Postfix keeps the file of `queue_id` in `queue`, for every ``hash_queue_depth``
+    (0: not hashed; ``dir_forest`` makes one directory per hash character)."""
+    hashed = hash_string(queue_id)
+    return [
+        os.path.join(root, queue, *hashed[:depth], queue_id)
+        for depth in range(min(len(hashed), HASH_CHARS) + 1)
+    ]
 
 
 @dataclass(frozen=True)

@@ -145,3 +145,17 @@ def test_the_old_log_form_and_a_record_cut_short() -> None:
         f"byte {len(old)}: a record no empty line ends (an append cut short): Postfix ignores it"
     ]
     assert read_log(b"\ngarbage line\n\n").problems == ["byte 1: not a log line: 'garbage line'"]
+
+
+def test_where_postfix_keeps_a_queue_id_at_every_hash_depth() -> None:
+    from mqforensics.systems.postfix.queue_dir import hash_string, possible_paths
+
+    # A long id hashes on its microseconds re-encoded as %05X (seen: deferred/6/C/ at depth 2).
+    assert hash_string("4jbvsT385tz1XM6K") == "6C572"
+    assert hash_string("9564D9841D2") == "9564D"
+    assert possible_paths("/q", "deferred", "4jbvsT385tz1XM6K")[:3] == [
+        "/q/deferred/4jbvsT385tz1XM6K",
+        "/q/deferred/6/4jbvsT385tz1XM6K",
+        "/q/deferred/6/C/4jbvsT385tz1XM6K",
+    ]
+    assert len(possible_paths("/q", "hold", "9564D9841D2")) == 6  # depths 0 to 5
