@@ -243,6 +243,7 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
         "held_mail",
         "damaged_mail",
         "orphan_logs",
+        "broker_reconcile",
     }
     consumed = rule_kinds()["consumed_mail"]
     assert (consumed.keys, consumed.needs_older_than, consumed.queueless) == (

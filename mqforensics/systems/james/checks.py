@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from mqforensics import findings
 from mqforensics.errors import InputError
+from mqforensics.systems.james import broker_checks
 from mqforensics.systems.james.blob_ids import PASSTHROUGH
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class AuditOptions:
     # view row holding one is a `personal_data` finding. None searched: no such finding.
     subjects: frozenset[str] = frozenset()
     subject_key: bytes = b""
+    # A live mail enqueued this recently may not be in the broker read yet (broker_checks.py).
+    broker_grace: dt.timedelta = dt.timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -1114,6 +1117,7 @@ CHECKS: dict[str, CheckFunction] = {
     "config_violation": config_violation,
     "config_advice": config_advice,
     "personal_data": personal_data,
+    **broker_checks.CHECKS,
 }
 
 

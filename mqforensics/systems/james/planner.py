@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.spec import PlanParts
 from mqforensics.systems.james.blob_ids import PASSTHROUGH
+from mqforensics.systems.james.broker_plan import RULE_KIND as BROKER_RULE_KIND
+from mqforensics.systems.james.broker_plan import broker_deferrals
 from mqforensics.units import parse_instant, plural
 
 if TYPE_CHECKING:
@@ -393,8 +395,9 @@ class _Planner:
         advances = self.content_start_advances(planned, kept)
         blobs = self.blob_actions()
         actions = [*partitions, *rows, *advances, *blobs]
-        notes = [*self.notes, *_rule_notes(self.policy, actions, deferred)]
-        return PlanParts(actions=actions, deferred=deferred, notes=notes)
+        broker, broker_notes = broker_deferrals(self.by_check, self.policy, self.as_of)
+        notes = [*self.notes, *_rule_notes(self.policy, actions, deferred), *broker_notes]
+        return PlanParts(actions=actions, deferred=[*deferred, *broker], notes=notes)
 
 
 def _row_order(row: _Erased) -> tuple[Any, ...]:
@@ -439,7 +442,7 @@ def _blob_action(
 def _rule_notes(policy: Policy, actions: list[Action], deferred: list[Deferred]) -> list[str]:
     notes = []
     for rule in policy.rules:
-        if not rule.applies_to_system(SYSTEM):
+        if not rule.applies_to_system(SYSTEM) or rule.kind == BROKER_RULE_KIND:
             continue
         kinds: Counter[str] = Counter(a.kind for a in actions if rule.id in a.rules)
         if kinds:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, declare_login
+from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, RABBITMQ_LOGIN, declare_login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.james.schema import PARTITIONS_PER_QUERY
@@ -118,6 +118,27 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
         help="list --blobs in parallel by top-level prefix (default), or by 17 key ranges "
         "(hex: for flat buckets of UUID or hash keys, such as passthrough blob ids)",
     )  # fmt: skip
+    broker = parser.add_argument_group(
+        "RabbitMQ, James's delivery side (at most one; optional): read only, never consumed"
+    )
+    one_broker = broker.add_mutually_exclusive_group()
+    rabbitmq = one_broker.add_argument(
+        "--rabbitmq", metavar="URL",
+        help="the broker's management API (http://HOST:15672), read with GET requests only: "
+        "per queue the messages ready and unacknowledged, and the consumers; login from "
+        "MQF_RABBITMQ_USERNAME/_PASSWORD",
+    )  # fmt: skip
+    declare_login(rabbitmq, RABBITMQ_LOGIN, host=True)
+    one_broker.add_argument(
+        "--broker-export", type=Path, metavar="DIR",
+        help="queues.json (GET /api/queues) and, per broker queue, messages/<queue>.json "
+        "(the management API's get-messages reply, taken on a copy of the broker): the "
+        "mails are then reconciled one by one",
+    )  # fmt: skip
+    broker.add_argument(
+        "--rabbitmq-vhost", default="/", metavar="NAME",
+        help="the virtual host of James's queues (default: %(default)s)",
+    )  # fmt: skip
     checks = parser.add_argument_group("thresholds")
     checks.add_argument(
         "--stuck-after", type=parse_duration, default=dt.timedelta(days=1), metavar="AGE",
@@ -127,6 +148,11 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
         "--blob-grace", type=parse_duration, default=dt.timedelta(hours=1), metavar="AGE",
         help="an unreferenced blob younger than this is not an orphan: James writes a mail's "
         "blobs before its view row (default: 1h)",
+    )  # fmt: skip
+    checks.add_argument(
+        "--broker-grace", type=parse_duration, default=dt.timedelta(hours=1), metavar="AGE",
+        help="a live mail enqueued more recently than this is not judged missing from the "
+        "broker: the broker and the view are not read at one instant (default: 1h)",
     )  # fmt: skip
     checks.add_argument(
         "--references-complete", action="store_true",
@@ -180,6 +206,17 @@ def check_inputs(args: argparse.Namespace) -> None:
     inventory = args.blob_inventory
     if inventory and not _is_s3(inventory) and not Path(inventory).exists():
         raise InputError(f"--blob-inventory {inventory} does not exist")
+    if getattr(args, "broker_export", None) is not None:
+        from mqforensics.systems.james.broker import check_export as check_broker_export
+
+        check_broker_export(args.broker_export)
+    if getattr(args, "rabbitmq", None):
+        from mqforensics.sources.reachable import check_reachable
+
+        api = rabbitmq_api(args.rabbitmq)
+        url = urlparse(api.url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        check_reachable([(url.hostname or "", port)], "RabbitMQ", where=api.where)
 
 
 def _offline(args: argparse.Namespace) -> str | None:
@@ -200,7 +237,7 @@ def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Lo
     try:
         objects = count_objects(args, state)
         inputs = manifest_inputs(args)
-        live_notes = list(state.notes) if args.cassandra else []
+        live_notes = list(state.notes) if args.cassandra or getattr(args, "rabbitmq", None) else []
         if live_notes:  # how the live read went: the slice grids an enumeration walked
             inputs[0]["notes"] = live_notes
     except BaseException:
@@ -259,7 +296,39 @@ def read_state(
         state.blobs = read_james_blobs(spark, location=str(args.blob_dir))
     elif args.blob_listing:
         attach_blob_listing(spark, state, args.blob_listing)
+    broker = read_broker(args)
+    if broker is not None:
+        state.broker_queues, state.broker_messages = broker.frames(spark)
+        if not broker.messages and not any(q.messages_read for q in broker.queues):
+            state.broker_messages = None
+        state.notes.extend(broker.notes)
     return state
+
+
+def rabbitmq_api(url: str) -> Any:
+    """The management API at `url`, with the login of the environment."""
+    from mqforensics.systems.james.broker import Management
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"--rabbitmq {url}: give the management API as http[s]://HOST[:PORT]")
+    return Management(
+        url,
+        username=os.environ.get("MQF_RABBITMQ_USERNAME") or None,
+        password=os.environ.get("MQF_RABBITMQ_PASSWORD") or None,
+    )
+
+
+def read_broker(args: argparse.Namespace) -> Any:
+    """What the options name of the broker (a `broker.BrokerRead`), or None."""
+    from mqforensics.systems.james import broker
+
+    vhost = getattr(args, "rabbitmq_vhost", "/")
+    if getattr(args, "rabbitmq", None):
+        return broker.read_management(rabbitmq_api(args.rabbitmq), vhost)
+    if getattr(args, "broker_export", None) is not None:
+        return broker.read_export(args.broker_export, vhost)
+    return None
 
 
 def cassandra_endpoint(where: str) -> Any:
@@ -386,6 +455,13 @@ def manifest_inputs(args: argparse.Namespace) -> list[dict[str, Any]]:
     elif args.blob_listing:
         inputs.append({"kind": "blob listing", "location": str(args.blob_listing.resolve()),
                        **fingerprint(args.blob_listing)})  # fmt: skip
+    if getattr(args, "rabbitmq", None):
+        inputs.append({"kind": "rabbitmq management", "location": rabbitmq_api(args.rabbitmq).where,
+                       "vhost": args.rabbitmq_vhost, "read": "counts"})  # fmt: skip
+    elif getattr(args, "broker_export", None) is not None:
+        export = args.broker_export
+        inputs.append({"kind": "broker export", "location": str(export.resolve()),
+                       "vhost": args.rabbitmq_vhost, **fingerprint(export)})  # fmt: skip
     return inputs
 
 

@@ -46,6 +46,7 @@ def _settings(args: argparse.Namespace, common: AuditArgs, loaded: Loaded) -> Co
         references_complete=args.references_complete,
         subjects=common.subjects,
         subject_key=common.subject_key,
+        broker_grace=args.broker_grace,
     )
     state = loaded.frames
     return Context(state, options, config_events(state))
@@ -170,6 +171,54 @@ CHECKS = (
         "(a window may only shrink to a divisor, buckets only grow).",
     ),
     _check(
+        "broker_missing_mail",
+        "error",
+        "A visible live mail enqueued before --broker-grace that neither the work queue nor "
+        "the dead-letter queue holds (--broker-export with both queues' messages).",
+        "RabbitMQ will never deliver it: the mail is lost to its recipients while James still "
+        "counts it, and it pins browseStart.",
+        "Republish it: detail.republish is the one WebAdmin call (RepublishNotProcessedMails, "
+        "exact olderThan) for its queue's missing mails; `plan` lists it.",
+    ),
+    _check(
+        "broker_orphan_message",
+        "warning",
+        "A work-queue message whose view row is consumed (deletedmailsv2), absent, or whose "
+        "body is no MailReferenceDTO (detail.view).",
+        "A consumed one is a wasted delivery James drops; an absent one is mail James cannot "
+        "browse, count or delete; an unreadable one is dead-lettered.",
+        "Nothing through James removes it: a consumed one goes when consumed; look for the "
+        "writer of an absent or unreadable one.",
+    ),
+    _check(
+        "dead_lettered_mail",
+        "error",
+        "A message in a James dead-letter queue, with its view row and whether its blobs are "
+        "listed (detail); a dead-letter queue whose messages were not read, with its count.",
+        "James's Dequeuer gave up on it (missing blobs, an unreadable body, a rejection): it "
+        "is never delivered, and James's dead-letter health check stays degraded.",
+        "Blobs present and the view row live: republish (RepublishNotProcessedMails). Blobs "
+        "missing: delete it through James (detail.delete) and tell its sender.",
+    ),
+    _check(
+        "queue_without_consumer",
+        "error",
+        "A James work queue with no consumer (--rabbitmq or --broker-export).",
+        "Nothing delivers its mail: it piles up (James's MailQueueConsumers health check).",
+        "Restart the James nodes' mail queue consumers (a James restart); look for channel "
+        "closures (consumer timeout) in the broker's log.",
+    ),
+    _check(
+        "broker_count_mismatch",
+        "warning",
+        "A queue whose live view mails differ in number from the broker's messages (work "
+        "queue ready + unacknowledged, plus dead-letter queue), when messages were not read.",
+        "More in the view: mail RabbitMQ lost (never delivered). More in the broker: "
+        "messages whose view rows are consumed or gone.",
+        "Export the queues' messages from a copy of the broker (--broker-export) to know "
+        "which mails; RepublishNotProcessedMails republishes the lost ones.",
+    ),
+    _check(
         "personal_data",
         "info",
         "A view row holding a data subject an erasure policy names (--erasure-policy), as "
@@ -258,6 +307,7 @@ SPEC = System(
             needs_older_than=True,
             queueless=True,
         ),
+        RuleKind("broker_reconcile"),
     ),
     executors=_executors,
     purge_options=PURGE_OPTIONS,

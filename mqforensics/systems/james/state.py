@@ -25,6 +25,10 @@ class JamesState:
     config_history: DataFrame
     as_of: dt.datetime
     blobs: DataFrame | None = None
+    # RabbitMQ's side (broker.py), when read: a row per broker queue of a James queue, and a
+    # row per message read from an export (none from a live read: counts only).
+    broker_queues: DataFrame | None = None
+    broker_messages: DataFrame | None = None
     # Every blob id the queue view references (column `key`), when it is read more completely
     # than `entries` (a live enumeration reads only some partitions, but orphan detection needs
     # every reference: James's own MailQueueViewBlobReferenceSource scans the whole table).
@@ -95,6 +99,10 @@ class JamesState:
         }
         if self.blobs is not None:
             named["blobs"] = self.blobs
+        if self.broker_queues is not None:
+            named["broker_queues"] = self.broker_queues
+        if self.broker_messages is not None:
+            named["broker_messages"] = self.broker_messages
         return named
 
 
