@@ -270,6 +270,13 @@ def redis() -> dict:
 
 
 @pytest.fixture(scope="session")
+def rabbitmq() -> dict:
+    """A real RabbitMQ 3.10 (Debian) on 127.0.0.1 with its management plugin: amqp_port,
+    management_url, a generated admin username/password (no guest), vhost, nodename."""
+    return _server("rabbitmq")
+
+
+@pytest.fixture(scope="session")
 def slimta_python() -> Path:
     """The interpreter of the separate python-slimta 5.0.5 runtime, built on first use.
 

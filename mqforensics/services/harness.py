@@ -25,6 +25,7 @@ from mqforensics.services import (
     cassandra,
     cyrus,
     postfix,
+    rabbitmq,
     redis,
     seaweedfs,
     spark_connect,
@@ -42,6 +43,7 @@ STARTERS: dict[str, Starter] = {
     "cyrus": cyrus.start,
     "redis": redis.start,
     "postfix": postfix.start,
+    "rabbitmq": rabbitmq.start,
 }
 
 # What `mqforensics services up` starts when no service is named.
@@ -60,6 +62,9 @@ PROBES: dict[str, Callable[[dict], bool]] = {
     ),
     "redis": lambda info: redis.ping_works(int(info["port"]), str(info["password"])),
     "postfix": postfix.running,
+    "rabbitmq": lambda info: rabbitmq.management_ready(
+        str(info["management_url"]), str(info["username"]), str(info["password"])
+    ),
 }
 
 SESSIONS_BASE = Path(tempfile.gettempdir()) / f"mqforensics-{os.getuid()}"
@@ -166,6 +171,11 @@ class Harness:
         if redis_info:
             env["MQF_REDIS_URL"] = str(redis_info["url"])
             env["MQF_REDIS_PASSWORD"] = str(redis_info["password"])
+        rabbit = self.running("rabbitmq")
+        if rabbit:
+            env["MQF_RABBITMQ_URL"] = str(rabbit["management_url"])
+            env["MQF_RABBITMQ_USERNAME"] = str(rabbit["username"])
+            env["MQF_RABBITMQ_PASSWORD"] = str(rabbit["password"])
         return env
 
 
