@@ -137,7 +137,7 @@ def parse_queues(document: Any, where: str, vhost: str | None = None) -> list[Br
     for index, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise InputError(f"{where}: queue {index} has no name")
-        item_vhost = item.get("vhost") if isinstance(item.get("vhost"), str) else "/"
+        item_vhost = str(item["vhost"]) if isinstance(item.get("vhost"), str) else "/"
         if vhost is not None and item_vhost != vhost:
             continue
         james = james_queue(item["name"])
@@ -224,6 +224,7 @@ def parse_messages(document: Any, where: str, broker_queue: str) -> list[BrokerM
         body = _payload(item)
         size = _count(item.get("payload_bytes"))
         redelivered = item.get("redelivered")
+        problem: str | None
         if body is None:
             enqueueid, name, updated, problem = None, None, None, "payload missing or undecodable"
         elif size is not None and len(body) < size:

@@ -141,7 +141,10 @@ def broker_orphan_message(ctx: Context) -> DataFrame:
     if messages is None:
         return _empty(ctx)
     work = _view_state(ctx, messages.where(F.col("role") == WORK))
-    orphans = work.where(F.col("view") != "live")
+    # James writes the row and publishes at once (Enqueuer): a message may precede its row.
+    recent = F.col("last_updated") >= F.lit(ctx.as_of - ctx.options.broker_grace).cast("timestamp")
+    unsure = (F.col("view") == "absent") & F.coalesce(recent, F.lit(False))
+    orphans = work.where((F.col("view") != "live") & ~unsure)
     detail = F.struct(
         "broker_queue", "position", "view", "name",
         F.date_format("last_updated", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("last_updated"),

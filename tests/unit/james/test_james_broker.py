@@ -259,3 +259,20 @@ def test_a_plan_defers_every_broker_finding_to_james_with_exact_calls(planted, t
     # No broker_reconcile rule: the broker findings are not in the plan.
     other = Rule(id="c", kind="consumed_mail", legal_basis="b", older_than=dt.timedelta(days=1))
     assert plan(rows, Policy("p.toml", "0" * 64, (other,), 100), manifest).deferred == []
+
+
+def test_a_message_ahead_of_its_row_is_not_judged_within_the_grace(spark, planted):
+    """James writes the row and publishes at once: a young message with no row yet is not an
+    orphan; the same message, older than the grace, is."""
+    state, _ = planted
+    young = reference(str(uuid.UUID(int=4242)), "young", AS_OF.timestamp() - 60)
+    read = broker.BrokerRead([], broker.parse_messages(got(young), "f", WORK), "x", "y")
+    saved = state.broker_messages
+    state.broker_messages = read.frames(spark)[1].unionByName(saved)
+    try:
+        subjects = {s for c, s in found(state) if c == "broker_orphan_message"}
+        assert str(uuid.UUID(int=4242)) not in subjects
+        later = found(state, broker_grace=dt.timedelta(seconds=30))
+        assert ("broker_orphan_message", str(uuid.UUID(int=4242))) in later
+    finally:
+        state.broker_messages = saved
