@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,6 +284,8 @@ def write_manifest(
         "options": options_of(args),
         "reveal_addresses": bool(getattr(args, "reveal_addresses", False)),
         "checks": [check.name for check in spec.checks],
+        # Checks whose results are incomplete because the read was, and why ({} when none).
+        "partial": dict(sorted(loaded.partial.items())),
         "subjects_searched": sorted(common.subjects),
         "findings": {
             "count": len(json.loads(findings_bytes)),
@@ -326,9 +329,19 @@ def run_audit_command(args: argparse.Namespace) -> int:
     print(summarise(result.findings))
     for note in result.loaded.notes:
         print(f"note: {note}")
+    for why, checks in partial_by_reason(result.loaded.partial).items():
+        print(f"warning: partial results of {', '.join(checks)}: {why}", file=sys.stderr)
     written = [FINDINGS_JSON, "findings.parquet", *result.loaded.outputs, MANIFEST]
     print(f"Wrote {', '.join(str(args.out / name) for name in written)}")
     return exit_status(result.findings)
+
+
+def partial_by_reason(partial: dict[str, str]) -> dict[str, list[str]]:
+    """The checks of `partial` (check -> why) grouped by why, each group in name order."""
+    grouped: dict[str, list[str]] = {}
+    for check, why in sorted(partial.items()):
+        grouped.setdefault(why, []).append(check)
+    return grouped
 
 
 def add_audit_parser(commands: argparse._SubParsersAction) -> None:

@@ -60,7 +60,9 @@ class Loaded:
     least ``kind`` and ``location`` and, for files, ``fingerprint``. `plan_inputs` is what the
     system's executors need from the plan header (where to reach the store). `outputs` are extra
     JSON documents the runner writes next to the findings (file name -> JSON value). `notes` are
-    printed after the summary. `close` releases what the frames hold (cached data).
+    printed after the summary. `partial` names the checks whose results are incomplete because
+    the read was (check name -> why): the runner says so on stderr and in the manifest. `close`
+    releases what the frames hold (cached data).
     """
 
     frames: Any
@@ -71,6 +73,7 @@ class Loaded:
     plan_inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    partial: dict[str, str] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
 
 

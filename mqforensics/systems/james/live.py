@@ -62,6 +62,10 @@ class SliceChunk(InputPartition):
     keys: list[tuple[str, int, int]]
 
 
+DISTINCT_PAGE_ROWS = 5000
+DISTINCT_SECONDS = 120.0
+
+
 def enumerate_partitions(
     ranges: dict[str, tuple[int, int]], windows: int | Sequence[int], bucket_count: int
 ) -> list[tuple[str, int, int]]:
@@ -398,6 +402,9 @@ def read_live(
         entries = _enumerated_entries(
             spark, endpoint, options, table, browse_rows, content_rows, windows, buckets, as_of
         )
+    table_partitions = None
+    if options.mode == "enumerate" and not options.from_browse_start:
+        table_partitions = distinct_partitions(endpoint, keyspace, table, options.queues)
     if options.mode == "enumerate" and not options.from_browse_start:
         # Orphan detection needs every reference, not only the enumerated partitions' (a
         # browse-only read is for the browse's own answers: getSize, delete selections).
@@ -430,7 +437,32 @@ def read_live(
         source=f"cassandra {endpoint.where} keyspace {keyspace} ({options.mode}, {table})",
         notes=notes,
         table=table,
+        table_partitions=table_partitions,
     )
+
+
+def distinct_partitions(
+    endpoint: CassandraEndpoint, keyspace: str, table: str, queues: tuple[str, ...] = ()
+) -> list[tuple[str, int, int]]:
+    """Every partition key of the enqueued table (queue, slice start in epoch milliseconds,
+    bucket): ``SELECT DISTINCT`` reads partition keys only, no row, paged by the driver."""
+    from cassandra.query import SimpleStatement
+
+    cluster, session = endpoint.connect(keyspace, schema_metadata=False)
+    try:
+        statement = SimpleStatement(
+            f"SELECT DISTINCT queuename, timerangestart, bucketid FROM {keyspace}.{table}",
+            fetch_size=DISTINCT_PAGE_ROWS,
+        )
+        keys = [
+            (r.queuename, int(r.timerangestart.replace(tzinfo=dt.UTC).timestamp() * 1000),
+             r.bucketid)
+            for r in session.execute(statement, timeout=DISTINCT_SECONDS)
+            if r.timerangestart is not None and (not queues or r.queuename in queues)
+        ]  # fmt: skip
+    finally:
+        close_cluster(cluster)
+    return keys
 
 
 def enumeration_note(windows: list[int], buckets: int) -> str:

@@ -26,7 +26,7 @@ from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, RABBITMQ_LOGIN, 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.james.schema import PARTITIONS_PER_QUERY
-from mqforensics.units import counter, parse_duration, parse_instant, utc_text
+from mqforensics.units import counter, parse_duration, parse_instant, plural, utc_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -237,6 +237,13 @@ def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Lo
     try:
         objects = count_objects(args, state)
         inputs = manifest_inputs(args)
+        partial: dict[str, str] = {}
+        if state.table_partitions is not None:
+            unread = unread_partitions(state)
+            if unread:
+                why = unread_text(unread, state)
+                state.notes.append(why)
+                partial = {check: why for check in ROW_CHECKS}
         live_notes = list(state.notes) if args.cassandra or getattr(args, "rabbitmq", None) else []
         if live_notes:  # how the live read went: the slice grids an enumeration walked
             inputs[0]["notes"] = live_notes
@@ -251,7 +258,54 @@ def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Lo
         inputs=inputs,
         plan_inputs=plan_inputs(args, state),
         notes=live_notes,
+        partial=partial,
         close=state.unpersist,
+    )
+
+
+# Checks that read the view's rows: incomplete when some partitions were not read. The others
+# read the configuration history, the full reference scan or the broker's counts only.
+ROW_CHECKS = (
+    "unreclaimed_slice", "stale_browse_start", "invisible_mail", "stuck_mail", "consumed_blob",
+    "dangling_blob_ref", "bucket_mismatch", "slice_mismatch", "config_advice", "personal_data",
+    "broker_missing_mail", "broker_orphan_message", "dead_lettered_mail",
+    "broker_count_mismatch",
+)  # fmt: skip
+
+
+def unread_partitions(state: JamesState) -> list[tuple[str, int, int]]:
+    """The partitions of the enqueued table (`JamesState.table_partitions`) an enumerated read
+    did not reach: off every slice grid of the history, beyond its bucket count, or before the
+    enumeration's start (7 days before the queue's contentStart or browseStart, or --since)."""
+    from pyspark.sql import functions as F
+
+    assert state.table_partitions is not None
+    millis = (F.col("timerangestart").cast("double") * 1000).cast("long")
+    read = {
+        (r[0], int(r[1]), int(r[2]))
+        for r in state.entries.select("queuename", millis, "bucketid").distinct().collect()
+    }
+    return sorted(set(state.table_partitions) - read)
+
+
+def unread_text(unread: list[tuple[str, int, int]], state: JamesState) -> str:
+    """Why the checks are partial: how many partitions, and what kept the walk from them."""
+    history = state.config_history.collect()
+    windows = {int(r.slice_window_seconds) * 1000 for r in history}
+    buckets = max((int(r.bucket_count) for r in history), default=1)
+    off_grid = sum(1 for _, start, _ in unread if all(start % w for w in windows))
+    beyond = sum(1 for _, _, bucket in unread if not 0 <= bucket < buckets)
+    other = len(unread) - off_grid - beyond
+    parts = [
+        f"{off_grid} off every slice grid of the configuration history" if off_grid else "",
+        f"{beyond} in buckets beyond {buckets - 1}" if beyond else "",
+        f"{other} outside the enumerated time range" if other else "",
+    ]
+    queues = sorted({queue for queue, _, _ in unread})
+    return (
+        f"the slice enumeration did not read {plural(len(unread), 'partition')} of the "
+        f"enqueued table ({', '.join(p for p in parts if p)}; queues {', '.join(queues)}): "
+        "checks of the view's rows are partial; --scan reads every partition"
     )
 
 

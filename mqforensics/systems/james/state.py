@@ -39,6 +39,10 @@ class JamesState:
     references_complete: bool = True
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    # Every partition of the enqueued table (queue, slice start in epoch milliseconds, bucket),
+    # from a SELECT DISTINCT of its partition keys, when a live enumeration read it to know
+    # which partitions its walk of the slice grids did not reach (source.unread_partitions).
+    table_partitions: list[tuple[str, int, int]] | None = None
     # The enqueued table the view was read from (``enqueuedmailsv4`` or ``enqueuedmailsv3``),
     # when the reader knows it.
     table: str | None = None

@@ -28,6 +28,8 @@ from mqforensics.services.cassandra import nodetool as cassandra_nodetool
 from mqforensics.sources.cassandra_scan import read_table
 from mqforensics.systems.james.config_history import history_rows
 from mqforensics.systems.james.snapshot import read_snapshot
+from mqforensics.systems.james.source import ROW_CHECKS
+from mqforensics.units import plural
 from tests.integration.james.dsbulk_support import unload_tables
 
 pytestmark = pytest.mark.integration
@@ -140,15 +142,28 @@ def test_live_audit_finds_exactly_the_planted_anomalies(
     rows = json.loads((tmp_path / "findings.json").read_text())
     found = {(r["check"], r["severity"], r["queue"], r["subject"]) for r in rows}
     expected = expected_findings(state)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    printed = capsys.readouterr()
+    err = printed.err
     if not mode:
         hidden = unreachable_by_enumeration(state)
         assert hidden, "the case plants rows only a full scan can see"
         expected = {f for f in expected if f[3] not in hidden}
+        # The run says which checks are partial, and why: the partitions it did not read.
+        unread = {s for s in hidden if s.count("/") == 2}
+        [why] = set(manifest["partial"].values())
+        assert why.startswith(
+            f"the slice enumeration did not read {plural(len(unread), 'partition')} "
+        )
+        assert set(manifest["partial"]) == set(ROW_CHECKS)
+        assert f"warning: partial results of {', '.join(sorted(ROW_CHECKS))}: {why}" in err
+    else:
+        assert manifest["partial"] == {} and "partial" not in err
     assert sorted(found - expected, key=str) == []
     assert sorted(expected - found, key=str) == []
     assert len(rows) == len(found)
     assert status == 1  # errors (stuck, invisible, dangling, config) were found
-    out = capsys.readouterr().out
+    out = printed.out
     assert f"keyspace {keyspace}" in out
     assert ("scan" if mode else "enumerate") in out
 

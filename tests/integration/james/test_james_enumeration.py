@@ -13,6 +13,7 @@ from datasets.james import generate as gen
 from datasets.james.load import load_into_cassandra
 from mqforensics.sources.cassandra_connection import close_cluster
 from mqforensics.systems.james.live import LiveOptions, read_live
+from mqforensics.systems.james.source import unread_partitions
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +50,7 @@ def test_enumerate_finds_every_partition_a_scan_finds_across_a_window_change(
         enumerated_state = read_live(spark, cassandra_endpoint, LiveOptions(keyspace=keyspace),
                                      as_of=as_of)  # fmt: skip
         enumerated = partitions(enumerated_state)
+        unread = unread_partitions(enumerated_state)
     finally:
         cluster, session = cassandra_endpoint.connect()
         try:
@@ -59,6 +61,9 @@ def test_enumerate_finds_every_partition_a_scan_finds_across_a_window_change(
     only_hourly = {p for p in scanned if p[1] % 3600 == 0 and p[1] % 2400}
     assert only_hourly, "the state has slices written before the change, off the 2400 s grid"
     assert enumerated == scanned
+    # The table's partition keys were read apart, and the walk reached every one of them.
+    assert {(q, ms // 1000, b) for q, ms, b in enumerated_state.table_partitions} == scanned
+    assert unread == []
     assert enumerated_state.notes == [
         "enumerated the slice grids of 3600 s and 2400 s, buckets 0..1 (2400 s does not divide "
         "3600 s, against James's rule: the smallest grid alone would miss their slices)"
