@@ -10,7 +10,11 @@ The engine knows *how* a purge stays safe, never *what* a kind of action does:
   precondition against live state (drift becomes a ``skipped`` record with the reason), and
   brackets the executor's idempotent `apply` with ``started``/``done`` records;
 * after the last action it checks every done target is gone and compares the census; a rerun of
-  a purge whose journal already holds every outcome and a clean verification writes nothing.
+  a purge whose journal already holds every outcome and a clean verification writes nothing;
+* an executor may also say what the live system itself reports about the cost of the plan's
+  deletes (`measure`, optional): the engine journals it as a ``measured`` record, phase
+  ``before`` (before the first action, once per journal) and ``after`` (after the
+  verification), and shows it in a dry run without writing anything.
 
 **The last check is the last step before every destructive call.** Executors never call a
 destructive operation on their own: they hand `Operations.destructive` the live check of exactly
@@ -33,12 +37,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
+from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, InputError, PlanModified, PlanNotApproved
 from mqforensics.purge import faults
 from mqforensics.purge.journal import Journal, read_journal
@@ -156,6 +162,18 @@ class Executor(Protocol):
 
     def close(self) -> None: ...
 
+    # Optional, looked up with getattr (a Protocol cannot make a method optional):
+    #
+    # def measure(self) -> dict[str, Any]:
+    #     """What the live system itself reports about the cost of the plan's deletes; read-only.
+    #     JSON values: ``predicted`` ({where: {figure: number}}, what the plan's actions of its
+    #     kinds are expected to write, e.g. tombstones per table), ``observed`` ({where: {figure:
+    #     number}}, what the system reports now), ``notes`` (lines: what was measured, bounds),
+    #     and any ``detail``. The report renders ``predicted`` and ``observed`` generically."""
+
+
+MEASURE = "measure"
+
 
 @dataclass
 class PurgeResult:
@@ -164,7 +182,9 @@ class PurgeResult:
     `already_final`: with `applied`, actions an earlier run had finished (resume); in a dry run,
     actions whose target is already in its final state. `skips`: (seq, kind, reason) of every
     action whose outcome is skipped, including skips journaled by earlier runs.
-    `verification`: the ``verified`` journal record (apply only).
+    `verification`: the ``verified`` journal record (apply only). `measured`: the
+    measurements of this run by phase (``before``, ``after``; a dry run's is ``before``), each
+    {executor name: its `measure` result}; empty when no executor measures.
     """
 
     applied: bool
@@ -176,6 +196,7 @@ class PurgeResult:
     verification: dict[str, Any] | None = None
     operations: int = 0
     journal: Path | None = None
+    measured: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def executors_for(plan: Plan, args: argparse.Namespace) -> list[Executor]:
@@ -293,6 +314,43 @@ def census_differences(before: dict[str, Any], after: dict[str, Any]) -> list[st
     return problems
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or infinite number made None (JSON has neither)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _figure(value: Any) -> str:
+    return "-" if value is None else _short(value, 60)
+
+
+def measured_lines(phase: str, measured: dict[str, Any]) -> list[str]:
+    """What a ``measured`` record says, one line per executor and place, for the console."""
+    lines = []
+    for name, figures in sorted(measured.items()):
+        if not isinstance(figures, dict):
+            continue
+        if "error" in figures:
+            lines.append(f"measured {phase}, {name}: failed ({figures['error']})")
+            continue
+        for kind in ("predicted", "observed"):
+            places = figures.get(kind)
+            if not isinstance(places, dict):
+                continue
+            for where, values in sorted(places.items()):
+                if isinstance(values, dict) and values:
+                    shown = ", ".join(f"{k} {_figure(v)}" for k, v in sorted(values.items()))
+                    lines.append(f"measured {phase}, {name} {kind} {where}: {shown}")
+        for note in figures.get("notes") or []:
+            lines.append(f"measured {phase}, {name}: {note}")
+    return lines
+
+
 def _describe(action: Action) -> str:
     return f"action {action.seq} {action.kind} {action.id}"
 
@@ -363,6 +421,32 @@ class _Run:
             census[name] = self._retrying(f"census {name}", executor.census, executor)
         return _json(census)
 
+    def _measure(self) -> dict[str, Any]:
+        """{executor name: its `measure` result} of the executors that measure (none: empty).
+        A measurement is information, never a reason to stop: one that fails is recorded as
+        ``{"error": ...}`` and the run goes on (transient errors are retried first)."""
+        measured: dict[str, Any] = {}
+        for name, executor in zip(_names(self.executors), self.executors, strict=True):
+            measure = getattr(executor, MEASURE, None)
+            if not callable(measure):
+                continue
+            try:
+                measured[name] = self._retrying(f"measure {name}", measure, executor)
+            except Exception as exc:  # recorded, and the purge goes on
+                measured[name] = {"error": mask_secrets(f"{type(exc).__name__}: {exc}")}
+        return _json(_finite(measured))
+
+    def _record_measured(self, journal: Journal, phase: str, result: PurgeResult) -> None:
+        measured = self._measure()
+        if measured:
+            journal.record("measured", phase=phase, **measured)
+            result.measured[phase] = measured
+            self._print_measured(phase, measured)
+
+    def _print_measured(self, phase: str, measured: dict[str, Any]) -> None:
+        for line in measured_lines(phase, measured):
+            self.out(line)
+
     # -- dry run --------------------------------------------------------------------------
 
     def dry_run(self) -> PurgeResult:
@@ -370,6 +454,11 @@ class _Run:
         states = self._journal_states()
         self.out(f"dry run of plan {self.plan.directory}: nothing is changed, no journal written")
         try:
+            self.where = "the measurement before the first action"
+            measured = self._measure()
+            if measured:
+                result.measured["before"] = measured
+                self._print_measured("before", measured)
             for action in self.plan.actions():
                 self.where = _describe(action)
                 executor = self.by_kind[action.kind]
@@ -464,6 +553,13 @@ class _Run:
             if journal.census is None:
                 self.where = "the census before the first action"
                 journal.record("census", **self._census())
+            if not any(
+                r["event"] in ("measured", "started", "done", "skipped") for r in journal.records
+            ):
+                # Once per journal, and only while nothing has been touched: a resumed run
+                # (or a journal older than measurements) gets no "before" in mid-purge.
+                self.where = "the measurement before the first action"
+                self._record_measured(journal, "before", result)
             for action in self.plan.actions():
                 self.where = _describe(action)
                 done_before = result.done
@@ -473,6 +569,8 @@ class _Run:
                 self._tick()
             self.where = "the verification pass"
             result.verification = self._verify(journal)
+            self.where = "the measurement after the verification"
+            self._record_measured(journal, "after", result)
         except BaseException:
             self.out(
                 f"stopped at {self.where}: {self._apply_counts(result, ops)}; the journal "
@@ -488,14 +586,18 @@ class _Run:
 
     def _finished(self, journal: Journal, result: PurgeResult) -> bool:
         """A rerun of a finished purge (every action has its outcome and the journal ends with a
-        verification): verifies again, read-only. When the outcome is the recorded one it says so
-        in one line and writes nothing; otherwise it appends the one new ``verified`` record."""
+        verification, and its ``measured`` record if any): verifies again, read-only. When the
+        outcome is the recorded one it says so in one line and writes nothing (but the
+        ``after`` measurement of a measured journal whose run stopped right before it);
+        otherwise it appends the one new ``verified`` record, and a new ``after``
+        measurement."""
         records = journal.records
         actions = list(self.plan.actions())
         finals = [journal.final(a.id) for a in actions]
-        if not records or records[-1]["event"] != "verified" or None in finals:
+        outcomes = [r for r in records if r["event"] != "measured"]
+        if not outcomes or outcomes[-1]["event"] != "verified" or None in finals:
             return False
-        last = records[-1]
+        last = outcomes[-1]
         result.already_final = len(actions)
         for action, final in zip(actions, finals, strict=True):
             if final is not None and final["event"] == "skipped":
@@ -512,6 +614,13 @@ class _Run:
             state = (
                 "ok" if last.get("ok") else plural(int(last.get("problem_count") or 0), "problem")
             )
+            measured = [r for r in records if r["event"] == "measured"]
+            if measured and records[-1]["event"] != "measured":
+                # Measured before, but the run stopped between verifying and measuring after.
+                self.out(f"{summary}: verified again, unchanged ({state}); measuring after it")
+                self.where = "the measurement after the verification"
+                self._record_measured(journal, "after", result)
+                return True
             self.out(f"{summary}: verified again, unchanged ({state}); nothing written")
             if not last.get("ok"):
                 self._print_verification(last)
@@ -519,6 +628,8 @@ class _Run:
         self.out(f"{summary}: the verification changed since {last.get('at')}")
         result.verification = journal.record("verified", **fields)
         self._print_verification(result.verification)
+        self.where = "the measurement after the verification"
+        self._record_measured(journal, "after", result)
         return True
 
     def _apply_one(

@@ -10,6 +10,7 @@ IllegalAccessException during start-up).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -258,3 +259,116 @@ def nodetool(info: dict, *args: str, timeout: float = 300.0) -> str:
         tail = "\n".join(output.splitlines()[-8:])
         raise ServiceStartError(f"nodetool {args[0] if args else ''} failed:\n{tail}")
     return output
+
+
+def flush(info: dict, keyspace: str, *tables: str) -> None:
+    """``nodetool flush KEYSPACE [TABLE...]``: the memtables of `tables` (default every table of
+    `keyspace`) written to SSTables, so that their files hold every write acknowledged so far."""
+    nodetool(info, "flush", keyspace, *tables)
+
+
+# A line of sstablemetadata's "Estimated tombstone drop times" histogram:
+# "   1795843380 (11/28/2026 05:23:00) |     2 (100) ###".
+_DROP_TIME_LINE = re.compile(r"^\s*\d+.*\|\s*(\d+)\s")
+
+
+def _server_path(info: dict) -> Path:
+    """The server directory of `info` (`start` writes the log into its ``logs``)."""
+    return Path(info["log"]).parent.parent
+
+
+def table_directory(info: dict, keyspace: str, table: str) -> Path:
+    """The live data directory ``<data>/<keyspace>/<table>-<id>`` of `table`, from its id in
+    system_schema (a dropped and recreated table leaves a directory of the same name)."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    from mqforensics.sources.cassandra_connection import close_cluster
+
+    cluster = Cluster(
+        [str(info["host"])], port=int(info["port"]), protocol_version=5,
+        auth_provider=PlainTextAuthProvider(str(info["username"]), str(info["password"])),
+    )  # fmt: skip
+    try:
+        row = (
+            cluster.connect()
+            .execute(
+                "SELECT id FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+                (keyspace, table),
+            )
+            .one()
+        )
+    finally:
+        close_cluster(cluster)
+    if row is None:
+        raise ServiceStartError(f"no table {keyspace}.{table}")
+    config = (_server_path(info) / "cassandra.yaml").read_text()
+    data = re.search(r"^data_file_directories: \[(.+)\]$", config, re.MULTILINE)
+    if data is None:
+        raise ServiceStartError(f"no data_file_directories in {_server_path(info)}/cassandra.yaml")
+    return Path(data.group(1)) / keyspace / f"{table}-{row.id.hex}"
+
+
+def sstable_metadata(info: dict, keyspace: str, table: str, *, scan: bool = False) -> list[dict]:
+    """Cassandra's own ``sstablemetadata`` (``SSTableMetadataViewer`` of the cached jars) of
+    every live SSTable of `table`, one JVM for all: per SSTable, ``file``,
+    ``tombstone_drop_times`` (the sum of its "Estimated tombstone drop times" histogram: one
+    per partition deletion, row deletion, range tombstone or deleted cell, the statistics
+    Cassandra wrote with the SSTable) and, with `scan` (a full read of the SSTable), its
+    ``partitions``, ``rows`` and ``tombstones`` lines (the scan counts partition deletions,
+    range tombstone markers and deleted cells, not row deletions)."""
+    directory = table_directory(info, keyspace, table)
+    files = sorted(str(p) for p in directory.glob("*-Data.db"))
+    if not files:
+        return []
+    server = _server_path(info)
+    quiet = server / "logback-tools.xml"
+    if not quiet.exists():
+        quiet.write_text('<configuration><root level="OFF"/></configuration>\n')
+    lib = fetch_runtime()
+    command = [
+        java_binary(), *JAVA17_FLAGS, *quick_jit(),
+        f"-Dcassandra.config=file://{server / 'cassandra.yaml'}",
+        f"-Dcassandra.logdir={server / 'logs'}", f"-Dlogback.configurationFile={quiet}",
+        "-cp", f"{lib}/*", "org.apache.cassandra.tools.SSTableMetadataViewer",
+        *(["--scan"] if scan else []), *files,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-8:])
+        raise ServiceStartError(f"sstablemetadata {keyspace}.{table} failed:\n{tail}")
+    return _parse_sstable_metadata(result.stdout)
+
+
+def _parse_sstable_metadata(output: str) -> list[dict]:
+    found: list[dict] = []
+    in_histogram = False
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith("SSTable: "):
+            found.append({"file": text.removeprefix("SSTable: "), "tombstone_drop_times": 0})
+            in_histogram = False
+        elif not found:
+            continue
+        elif text.startswith("Estimated tombstone drop times"):
+            in_histogram = True
+        elif in_histogram:
+            match = _DROP_TIME_LINE.match(line)
+            if match:
+                found[-1]["tombstone_drop_times"] += int(match.group(1))
+            elif not text.startswith("Drop Time"):
+                in_histogram = False
+        else:
+            for name in ("Partitions", "Rows", "Tombstones"):
+                if text.startswith(f"{name}: "):
+                    found[-1][name.lower()] = int(text.split(": ", 1)[1])
+    return found
+
+
+def sstable_tombstones(info: dict, keyspace: str, table: str) -> int:
+    """Tombstones in the live SSTables of `table` as Cassandra reports them: the sum of every
+    SSTable's "Estimated tombstone drop times" histogram (`sstable_metadata`). Flush first
+    (`flush`): a memtable's tombstones are in no SSTable yet; and keep compaction off the table
+    (``nodetool disableautocompaction``) while comparing, since compaction merges and may purge
+    them."""
+    return sum(int(s["tombstone_drop_times"]) for s in sstable_metadata(info, keyspace, table))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -426,7 +427,65 @@ def _journal_sections(plan: Plan, journal: list[dict[str, Any]], hide: _Hider) -
     verified = [r for r in journal if r.get("event") == "verified"]
     if verified:
         sections.append(_verified_section(verified[-1]))
+    measured = [r for r in journal if r.get("event") == "measured"]
+    if measured:
+        sections.append(_measured_section(measured))
     return sections
+
+
+_RECORD_KEYS = ("event", "at", "phase")
+PHASES = ("before", "after")
+
+
+def _measured_section(records: list[dict[str, Any]]) -> _Section:
+    """The executors' ``measured`` records: per executor, what the plan predicts and what the
+    live system reported before the first action and after the verification (the last record
+    of each phase), one row per place and figure."""
+    last: dict[str, dict[str, Any]] = {}
+    for record in records:
+        last[str(record.get("phase"))] = record
+    blocks: list[_Block] = [
+        _Fields(
+            [
+                (f"{phase} at", _value(last[phase].get("at")) if phase in last else "not measured")
+                for phase in PHASES
+            ]
+        )
+    ]
+    names = sorted({k for r in last.values() for k in r if k not in _RECORD_KEYS})
+    for name in names:
+        by_phase = {
+            phase: record[name]
+            for phase, record in last.items()
+            if isinstance(record.get(name), dict)
+        }
+        rows: dict[tuple[str, str], dict[str, str]] = {}
+        for phase, figures in by_phase.items():
+            if "error" in figures:
+                blocks.append(f"{name} {phase}: measurement failed: {_value(figures['error'])}")
+            for column, kind in (("predicted", "predicted"), (phase, "observed")):
+                places = figures.get(kind)
+                if not isinstance(places, dict):
+                    continue
+                for where, values in places.items():
+                    if not isinstance(values, dict):
+                        continue
+                    for figure, value in values.items():
+                        rows.setdefault((str(where), str(figure)), {})[column] = _figure(value)
+        if rows:
+            blocks.append(
+                _Table(
+                    ("executor", "where", "figure", "predicted", *PHASES),
+                    [
+                        (name, where, figure, *(cells.get(c, "-") for c in ("predicted", *PHASES)))
+                        for (where, figure), cells in sorted(rows.items())
+                    ],
+                    numeric=(3, 4, 5),
+                )
+            )
+        for phase, figures in by_phase.items():
+            blocks += [f"{name} {phase}: {_value(note)}" for note in figures.get("notes") or []]
+    return _Section("Measured (what the live system reported)", blocks)
 
 
 def _skips_section(plan: Plan, skips: list[dict[str, Any]], hide: _Hider) -> _Section:
@@ -484,6 +543,13 @@ def _value(value: Any) -> str:
     if value is None:
         return "-"
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _figure(value: Any) -> str:
+    """A measured number; "-" for none (null, NaN or infinite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "-"
+    return _value(value)
 
 
 def _size(count: int) -> str:

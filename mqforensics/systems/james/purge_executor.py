@@ -36,6 +36,10 @@ remains:
   age before the check, or during the delete call, is not seen (James's passthrough blob ids are
   random UUIDs, so a new reference to an old key is not expected).
 
+What the purge costs, measured (`measure`, docs/retention.md "Tombstones, measured"): the
+plan's tombstones per table (`tombstones_by_table`), and Cassandra's tracing of James's own
+browse reads (`browse_trace`), before the first action and after the verification.
+
 The rules that keep Cassandra healthy (tombstone safety):
 
 * the enqueued table only ever gets whole-partition deletes, except the budgeted erasure rows
@@ -105,6 +109,21 @@ def _multi_cell(cql_type: str, user_types: Iterable[str]) -> bool:
     """A non-frozen collection or user type: one cell per element, and no `writetime` of the
     whole before Cassandra 5.0."""
     return cql_type.startswith(("list<", "set<", "map<")) or cql_type in set(user_types)
+
+
+def tombstones_by_table(action: Action) -> dict[str, int]:
+    """The tombstones one action writes, per table (the plan's ``tombstones`` is their sum): a
+    partition delete writes 1 partition tombstone in the enqueued table and 1 per
+    ``deletedmailsv2`` marker (each marker is a partition of its own there); a row delete 1 row
+    tombstone and 1 for its marker; contentStart advances and blob deletes none."""
+    if action.kind == DELETE_PARTITION:
+        return {
+            str(action.target.get("table", "enqueuedmailsv4")): 1,
+            "deletedmailsv2": len(action.precondition["markers"]),
+        }
+    if action.kind == DELETE_ROW:
+        return {str(action.target.get("table", "enqueuedmailsv4")): 1, "deletedmailsv2": 1}
+    return {}
 
 
 def _digest(values: Iterable[Any]) -> tuple[int, str]:
@@ -427,6 +446,41 @@ class JamesExecutor:
                 if (bucket, obj["Key"]) not in self.named_blobs
             )
         return {k: list(v) for k, v in result.items()}
+
+    def measure(self) -> dict[str, Any]:
+        """The plan's predicted tombstones per table (`tombstones_by_table` of its actions),
+        and what Cassandra's tracing reports that James's browse reads now (`trace_browse`):
+        tombstone cells and live rows per table. Read-only."""
+        from mqforensics.systems.james.browse_trace import trace_browse
+
+        predicted: dict[str, int] = defaultdict(int)
+        notes: list[str] = []
+        for action in self.plan.actions():
+            split = tombstones_by_table(action)
+            for table, count in split.items():
+                predicted[table] += count
+            if sum(split.values()) != action.tombstones:
+                notes.append(
+                    f"action {action.seq} {action.kind}: the plan says {action.tombstones} "
+                    f"tombstones, its tables {sum(split.values())}"
+                )
+        trace = trace_browse(self._session, self.keyspace, consistency=self._consistency)
+        observed: dict[str, dict[str, int]] = {}
+        for table, reads in trace.tables.items():
+            observed[table] = {
+                "tombstone cells read by browse": reads.tombstone_cells,
+                "live rows read by browse": reads.live_rows,
+                "browse queries traced": reads.queries,
+            }
+            if reads.tombstone_warnings:
+                observed[table]["tombstone warnings"] = reads.tombstone_warnings
+        observed["browse"] = {"mails returned": trace.mails_returned}
+        return {
+            "predicted": {t: {"tombstones written": n} for t, n in sorted(predicted.items())},
+            "observed": observed,
+            "notes": [*notes, trace.summary(), *trace.notes],
+            "detail": {"browse_trace": trace.as_dict()},
+        }
 
     def _list(self, bucket: str) -> Iterator[dict[str, Any]]:
         paginator = self._client().get_paginator("list_objects_v2")
