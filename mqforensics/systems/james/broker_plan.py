@@ -107,6 +107,21 @@ def broker_deferrals(
             f"rule {rule.id} deferred {count} to James's WebAdmin calls or to the broker's "
             "operator (never an action)"
         )
+    for item in deferred:
+        if item.kind == REPUBLISH:
+            target = item.target
+            lost = plural(target["mails"], "mail")
+            notes.append(
+                f"queue {target['queue']}: RabbitMQ lost {lost}; run {target['call']} "
+                f"(olderThan counted from the audit's as-of {target['as_of']}: add the time "
+                "elapsed since)"
+            )
+    deletes = sum(1 for item in deferred if item.kind == DELETE_MAIL)
+    if deletes:
+        notes.append(
+            f"{plural(deletes, 'dead-lettered mail')} whose blobs are gone: the DELETE calls are "
+            f"the targets of the {DELETE_MAIL} items of deferred.jsonl"
+        )
     for finding in by_check.get("queue_without_consumer", []):
         if selecting(finding["queue"]):
             notes.append(

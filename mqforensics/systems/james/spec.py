@@ -254,11 +254,14 @@ def _data_sources() -> list[type]:
 
 
 def _sample(workdir: Path) -> Sample:
-    """The bundled sample: a Parquet export with planted anomalies and its blob listing, judged
+    """The bundled sample: a Parquet export with planted anomalies, its blob listing and its
+    broker export (RabbitMQ's own, made by datasets/james/make_broker_sample.py), judged
     at its own snapshot time; audited (by the demo and the notebooks) for the subjects of its
     policy's erasure request, which its ground truth lists as personal_data findings."""
+    argv = ["--snapshot", str(SAMPLE), "--blob-listing", str(SAMPLE / "blob_inventory.parquet"),
+            "--broker-export", str(SAMPLE / "broker")]  # fmt: skip
     return Sample(
-        argv=["--snapshot", str(SAMPLE), "--blob-listing", str(SAMPLE / "blob_inventory.parquet")],
+        argv=argv,
         as_of=None,
         ground_truth=SAMPLE / "ground_truth.json",
         policy=SAMPLE / "policy.toml",

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 import uuid
 from pathlib import Path
 
 import pytest
 
 from datasets.james import generate as gen
+from datasets.james.broker import export_from_copy, reference
 from datasets.james.load import load_into_cassandra
 from mqforensics.cli import main
 from mqforensics.services import rabbitmq as broker_service
@@ -26,50 +26,6 @@ pytestmark = pytest.mark.integration
 
 QUEUE = "spool"
 LOST, DEAD, ORPHANS = 3, 2, 2
-
-
-def reference(row: dict) -> bytes:
-    """The MailReferenceDTO James publishes for a view row (reference §3.6)."""
-    updated = row["lastupdated"]
-    return json.dumps({
-        "enqueueId": str(row["enqueueid"]), "recipients": list(row["recipients"] or []),
-        "name": row["name"], "sender": row["sender"], "state": row["state"],
-        "errorMessage": row["errormessage"],
-        "lastUpdated": None if updated is None else updated.timestamp(),
-        "attributes": {}, "remoteAddr": row["remoteaddr"], "remoteHost": row["remotehost"],
-        "perRecipientHeaders": {}, "headerBlobId": row["headerblobid"],
-        "bodyBlobId": row["bodyblobid"],
-    }).encode()  # fmt: skip
-
-
-def export_from_copy(harness: Harness, copy_root: Path, out: Path) -> None:
-    """What docs/james.md tells an operator to do: ``queues.json`` from the node itself (a GET:
-    its consumers and depths), then stop the node gracefully (or snapshot its disk), copy its
-    data, start the original again, start the copy privately and read every James queue's
-    messages there through the management API (those reads consume: on the copy only)."""
-    info = harness.running("rabbitmq")
-    assert info is not None
-    out.mkdir(parents=True)
-    queues = broker_service.management(info).get("/api/queues/%2F")
-    assert all("messages_ready" in q for q in queues), "the node's counts are collected"
-    (out / "queues.json").write_text(json.dumps(queues))
-    broker_service.stop_app(info)
-    harness.stop("rabbitmq")
-    shutil.copytree(harness.root / "rabbitmq", copy_root / "rabbitmq", symlinks=True)
-    harness.start_again("rabbitmq")
-    copy = Harness(copy_root)
-    info = copy.start_again("rabbitmq")
-    try:
-        api = broker_service.management(info)
-        (out / "messages").mkdir()
-        for queue in queues:
-            if not queue["name"].startswith("JamesMailQueue-"):
-                continue
-            body = {"count": 1_000_000, "ackmode": "ack_requeue_false", "encoding": "auto"}
-            got = api.post(f"/api/queues/%2F/{queue['name']}/get", body)
-            (out / "messages" / f"{queue['name']}.json").write_text(json.dumps(got))
-    finally:
-        copy.stop_all()
 
 
 @pytest.fixture(scope="module")
