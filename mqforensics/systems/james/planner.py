@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.spec import PlanParts
+from mqforensics.systems.james import tombstones
 from mqforensics.systems.james.blob_ids import PASSTHROUGH
 from mqforensics.systems.james.broker_plan import RULE_KIND as BROKER_RULE_KIND
 from mqforensics.systems.james.broker_plan import broker_deferrals
@@ -211,7 +212,7 @@ class _Planner:
                     },
                     rules=tuple(sorted(part.rules)),
                     bytes=int(d.get("metadata_bytes") or 0),
-                    tombstones=1 + len(markers),
+                    tombstones=sum(tombstones.partition_delete(d["table"], len(markers)).values()),
                     reason=f"fully consumed partition before browseStart ({count})",
                     findings=tuple(sorted(part.cited)),
                 )
@@ -265,7 +266,7 @@ class _Planner:
                         precondition={"marker": True, "browsestart": d["browse_start"]},
                         rules=rules,
                         bytes=int(row.finding.get("bytes") or 0),
-                        tombstones=2,
+                        tombstones=sum(tombstones.row_delete(d["table"]).values()),
                         reason="consumed mail of an erased data subject, in a partition that "
                         "also holds live mail",
                         findings=cited,

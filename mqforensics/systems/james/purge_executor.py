@@ -69,6 +69,7 @@ from mqforensics.purge.engine import Operations, TargetChanged, Verdict
 from mqforensics.purge.s3_delete import delete_if_match
 from mqforensics.sources.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cluster
+from mqforensics.systems.james import tombstones
 
 if TYPE_CHECKING:
     from mqforensics.retention.manifest import Action, Plan
@@ -112,17 +113,13 @@ def _multi_cell(cql_type: str, user_types: Iterable[str]) -> bool:
 
 
 def tombstones_by_table(action: Action) -> dict[str, int]:
-    """The tombstones one action writes, per table (the plan's ``tombstones`` is their sum): a
-    partition delete writes 1 partition tombstone in the enqueued table and 1 per
-    ``deletedmailsv2`` marker (each marker is a partition of its own there); a row delete 1 row
-    tombstone and 1 for its marker; contentStart advances and blob deletes none."""
+    """The tombstones one action writes, per table (the plan's ``tombstones`` is their sum;
+    tombstones.py says what each deletion writes)."""
+    table = str(action.target.get("table", "enqueuedmailsv4"))
     if action.kind == DELETE_PARTITION:
-        return {
-            str(action.target.get("table", "enqueuedmailsv4")): 1,
-            "deletedmailsv2": len(action.precondition["markers"]),
-        }
+        return tombstones.partition_delete(table, len(action.precondition["markers"]))
     if action.kind == DELETE_ROW:
-        return {str(action.target.get("table", "enqueuedmailsv4")): 1, "deletedmailsv2": 1}
+        return tombstones.row_delete(table)
     return {}
 
 
