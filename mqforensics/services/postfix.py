@@ -49,6 +49,7 @@ from mqforensics.services.process import (
     free_ports,
     launch,
     pid_alive,
+    pids_of_instance,
 )
 
 SBIN = Path("/usr/sbin")
@@ -255,19 +256,7 @@ def instance_pids(info: dict) -> list[int]:
     directory) and its children (they inherit ``MAIL_CONFIG``, which master sets from ``-c``;
     their command lines, e.g. ``qmgr -l -t unix -u``, name nothing)."""
     conf = str(info["config_directory"])
-    marker = f"MAIL_CONFIG={conf}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (conf in cmdline or marker in environ) and pid_alive(int(entry.name)):
-            found.append(int(entry.name))
-    return sorted(found)
+    return pids_of_instance(conf, f"MAIL_CONFIG={conf}")
 
 
 # --- Using the instance (tests, the bundled sample) ------------------------------------------

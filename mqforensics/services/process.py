@@ -68,6 +68,25 @@ def port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
         return False
 
 
+def pids_of_instance(named: str, environment_entry: str) -> list[int]:
+    """The live processes whose command line contains `named` (a server's directory) or whose
+    environment holds `environment_entry` (``NAME=value``: children that inherit it, whose
+    command lines name nothing), in pid order."""
+    marker = environment_entry.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (named in cmdline or marker in environ) and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -68,7 +68,7 @@ from mqforensics.services.process import (
     ServerDir,
     free_ports,
     launch,
-    pid_alive,
+    pids_of_instance,
     port_open,
 )
 
@@ -507,19 +507,7 @@ def instance_pids(info: dict) -> list[int]:
     (their own sessions, command lines naming nothing; they inherit the node's environment,
     whose ``HOME`` is the server directory)."""
     directory = str(info["directory"])
-    marker = f"HOME={directory}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (directory in cmdline or marker in environ) and pid_alive(int(entry.name)):
-            found.append(int(entry.name))
-    return sorted(found)
+    return pids_of_instance(directory, f"HOME={directory}")
 
 
 def _get(mgmt: Management, queue: str, count: int, ackmode: str) -> list[dict]:
