@@ -276,3 +276,14 @@ def test_a_message_ahead_of_its_row_is_not_judged_within_the_grace(spark, plante
         assert ("broker_orphan_message", str(uuid.UUID(int=4242))) in later
     finally:
         state.broker_messages = saved
+
+
+def test_a_partial_enumeration_marks_every_check_that_reads_view_rows():
+    """Every check is either marked partial when an enumeration misses partitions, or reads
+    what it needs whole (the history, every reference, the broker's counts)."""
+    from mqforensics.systems.james.source import ROW_CHECKS
+    from mqforensics.systems.james.spec import CHECKS
+
+    whole = {"config_violation", "orphaned_blob", "queue_without_consumer"}
+    assert set(ROW_CHECKS) | whole == {check.name for check in CHECKS}
+    assert not set(ROW_CHECKS) & whole
