@@ -215,6 +215,7 @@ def _build(
         _inputs_section(plan.header.get("inputs") or {}),
         _totals_section(plan.header.get("totals") or {}),
         _deferred_section(plan.header.get("deferred") or {}),
+        *_calls_section(plan, hide),
         _Section("Notes", list(plan.header.get("notes") or []) or ["none"]),
         _actions_section(plan, hide),
     ]
@@ -351,6 +352,19 @@ def _deferred_section(deferred: dict[str, int]) -> _Section:
         "Deferred (wanted by a rule, not planned)",
         [_Table(("reason", "count"), rows, numeric=(1,))],
     )
+
+
+def _calls_section(plan: Plan, hide: _Hider) -> list[_Section]:
+    """The calls deferred items name for a person to run (a target's ``call``: the system's
+    own API, e.g. James's WebAdmin), in plan order; none, no section."""
+    calls = [(d.kind, str(hide(d.target)["call"])) for d in plan.deferred() if "call" in d.target]
+    if not calls:
+        return []
+    shown = calls[:FIRST_ACTIONS]
+    blocks: list[_Block] = [_Table(("kind", "call"), shown)]
+    if len(calls) > len(shown):
+        blocks.append(f"... {len(calls) - len(shown)} more in deferred.jsonl")
+    return [_Section(f"Calls to run, not made by the purger ({len(calls)})", blocks)]
 
 
 def _actions_section(plan: Plan, hide: _Hider) -> _Section:

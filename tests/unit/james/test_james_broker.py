@@ -255,7 +255,14 @@ def test_a_plan_defers_every_broker_finding_to_james_with_exact_calls(planted, t
     # A plan with these deferrals is written and read back (every one cites the rule).
     write_plan(tmp_path / "plan", system="james", as_of=AS_OF, policy=policy, inputs={},
                actions=parts.actions, deferred=parts.deferred, notes=parts.notes)  # fmt: skip
-    assert list(read_plan(tmp_path / "plan").deferred()) == parts.deferred
+    written = read_plan(tmp_path / "plan")
+    assert list(written.deferred()) == parts.deferred
+    # The report lists the calls for a person to run.
+    from mqforensics.views.plan_report import render_text
+
+    text = render_text(written)
+    section = text[text.index("Calls to run, not made by the purger (2)") :]
+    assert republish.target["call"] in section and delete.target["call"] in section
     # No broker_reconcile rule: the broker findings are not in the plan.
     other = Rule(id="c", kind="consumed_mail", legal_basis="b", older_than=dt.timedelta(days=1))
     assert plan(rows, Policy("p.toml", "0" * 64, (other,), 100), manifest).deferred == []
