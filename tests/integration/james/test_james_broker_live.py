@@ -46,32 +46,34 @@ def planted(cassandra_endpoint, tmp_path_factory):
     gone = next(r for r in state.entries if (r["queuename"], str(r["enqueueid"])) in consumed)
     assert len(old) >= LOST + DEAD + 1, "enough old visible live mails to plant each case"
     keyspace = f"james_broker_{uuid.uuid4().hex[:8]}"
-    load_into_cassandra(state, cassandra_endpoint, keyspace)
     root = tmp_path_factory.mktemp("broker")
     harness = Harness(root / "node")
-    info = harness.ensure("rabbitmq")
-    api = broker_service.management(info)
-    names = broker_service.declare_james_queue(api, QUEUE)
-    broker_service.declare_james_queue(api, "outgoing")  # declared, empty: nothing to report
-    dead, lost = old[:DEAD], old[DEAD : DEAD + LOST]
-    delivered = [r for r in visible if r not in dead and r not in lost]
-    orphans = [str(uuid.uuid4()) for _ in range(ORPHANS - 1)]
-    # Dead-lettered first (the head of the queue), the rest in enqueue order, then orphans:
-    # ids with no view row, and the message of a consumed mail.
-    for row in [*dead, *delivered]:
-        broker_service.publish(api, names["exchange"], reference(row))
-    for enqueueid in orphans:
-        broker_service.publish(api, names["exchange"], reference({**gone, "enqueueid": enqueueid}))
-    broker_service.publish(api, names["exchange"], reference(gone))
-    assert broker_service.dead_letter(api, names["workqueue"], DEAD) == DEAD
-    expected = {
-        *{("broker_missing_mail", str(r["enqueueid"])) for r in lost},
-        *{("broker_orphan_message", e) for e in [*orphans, str(gone["enqueueid"])]},
-        *{("dead_lettered_mail", str(r["enqueueid"])) for r in dead},
-    }
-    order = [reference(r) for r in delivered]
-    order += [reference({**gone, "enqueueid": e}) for e in orphans] + [reference(gone)]
     try:
+        load_into_cassandra(state, cassandra_endpoint, keyspace)
+        info = harness.ensure("rabbitmq")
+        api = broker_service.management(info)
+        names = broker_service.declare_james_queue(api, QUEUE)
+        broker_service.declare_james_queue(api, "outgoing")  # declared, empty: nothing to report
+        dead, lost = old[:DEAD], old[DEAD : DEAD + LOST]
+        delivered = [r for r in visible if r not in dead and r not in lost]
+        orphans = [str(uuid.uuid4()) for _ in range(ORPHANS - 1)]
+        # Dead-lettered first (the head of the queue), the rest in enqueue order, then orphans:
+        # ids with no view row, and the message of a consumed mail.
+        for row in [*dead, *delivered]:
+            broker_service.publish(api, names["exchange"], reference(row))
+        for enqueueid in orphans:
+            broker_service.publish(
+                api, names["exchange"], reference({**gone, "enqueueid": enqueueid})
+            )
+        broker_service.publish(api, names["exchange"], reference(gone))
+        assert broker_service.dead_letter(api, names["workqueue"], DEAD) == DEAD
+        expected = {
+            *{("broker_missing_mail", str(r["enqueueid"])) for r in lost},
+            *{("broker_orphan_message", e) for e in [*orphans, str(gone["enqueueid"])]},
+            *{("dead_lettered_mail", str(r["enqueueid"])) for r in dead},
+        }
+        order = [reference(r) for r in delivered]
+        order += [reference({**gone, "enqueueid": e}) for e in orphans] + [reference(gone)]
         yield {
             "state": state, "keyspace": keyspace, "harness": harness, "names": names,
             "expected": expected, "order": order, "root": root,
