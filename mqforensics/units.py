@@ -57,6 +57,15 @@ def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
+def utc_millis_text(value: dt.datetime) -> str:
+    """``2026-11-03T10:00:00.000Z``, the one instant format of a plan; a naive datetime is
+    taken as UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    value = value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
 def utc_text(value: dt.datetime) -> str:
     """``2026-11-22T02:30:00Z``; a naive datetime is taken as UTC."""
     if value.tzinfo is None:

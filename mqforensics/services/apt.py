@@ -141,3 +141,11 @@ def ensure_packages(
     if system_service:
         disable_system_service(system_service)
     return round(time.monotonic() - started, 1)
+
+
+def installed_version(package: str) -> str:
+    """The installed Debian version of `package`, e.g. ``3.7.11-0+deb12u1``; "unknown"."""
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True
+    )
+    return result.stdout.strip() or "unknown"

@@ -246,19 +246,29 @@ def nodetool(info: dict, *args: str, timeout: float = 300.0) -> str:
     """Run ``nodetool`` (Cassandra's own, from the cached jars) against the node `info`
     describes (`start`'s result) over its local JMX port; its output, or a ServiceStartError
     with its last lines."""
+    result = _tool(
+        "org.apache.cassandra.tools.NodeTool",
+        ["-h", LOOPBACK, "-p", str(info["jmx_port"]), *args],
+        [f"-Dcassandra.logdir={Path(info['log']).parent}"],
+        f"nodetool {args[0] if args else ''}",
+        timeout,
+    )
+    return result.stdout + result.stderr
+
+
+def _tool(
+    main_class: str, args: list[str], properties: list[str], what: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """One of Cassandra's own tools (`main_class`, from the cached jars) run with `args`; its
+    result, or a ServiceStartError naming `what` with the output's last lines."""
     lib = fetch_runtime()
-    command = [
-        java_binary(), *JAVA17_FLAGS, *quick_jit(),
-        f"-Dcassandra.logdir={Path(info['log']).parent}", "-cp", f"{lib}/*",
-        "org.apache.cassandra.tools.NodeTool", "-h", LOOPBACK, "-p", str(info["jmx_port"]),
-        *args,
-    ]  # fmt: skip
+    command = [java_binary(), *JAVA17_FLAGS, *quick_jit(), *properties, "-cp", f"{lib}/*",
+               main_class, *args]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    output = result.stdout + result.stderr
     if result.returncode != 0:
-        tail = "\n".join(output.splitlines()[-8:])
-        raise ServiceStartError(f"nodetool {args[0] if args else ''} failed:\n{tail}")
-    return output
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-8:])
+        raise ServiceStartError(f"{what} failed:\n{tail}")
+    return result
 
 
 def flush(info: dict, keyspace: str, *tables: str) -> None:
@@ -325,18 +335,14 @@ def sstable_metadata(info: dict, keyspace: str, table: str, *, scan: bool = Fals
     quiet = server / "logback-tools.xml"
     if not quiet.exists():
         quiet.write_text('<configuration><root level="OFF"/></configuration>\n')
-    lib = fetch_runtime()
-    command = [
-        java_binary(), *JAVA17_FLAGS, *quick_jit(),
+    properties = [
         f"-Dcassandra.config=file://{server / 'cassandra.yaml'}",
         f"-Dcassandra.logdir={server / 'logs'}", f"-Dlogback.configurationFile={quiet}",
-        "-cp", f"{lib}/*", "org.apache.cassandra.tools.SSTableMetadataViewer",
-        *(["--scan"] if scan else []), *files,
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-8:])
-        raise ServiceStartError(f"sstablemetadata {keyspace}.{table} failed:\n{tail}")
+    result = _tool(
+        "org.apache.cassandra.tools.SSTableMetadataViewer", [*(["--scan"] if scan else []), *files],
+        properties, f"sstablemetadata {keyspace}.{table}", 300,
+    )  # fmt: skip
     return _parse_sstable_metadata(result.stdout)
 
 

@@ -62,10 +62,7 @@ def ensure_installed() -> float:
 
 def version() -> str:
     """The installed Debian version of cyrus-imapd, e.g. ``3.6.1-4+deb12u5``."""
-    result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Version}", "cyrus-imapd"], capture_output=True, text=True
-    )
-    return result.stdout.strip() or "unknown"
+    return apt.installed_version("cyrus-imapd")
 
 
 def _imapd_conf(data: Path) -> str:

@@ -95,10 +95,7 @@ def ensure_installed() -> float:
 
 def version() -> str:
     """The installed Debian version of postfix, e.g. ``3.7.11-0+deb12u1``."""
-    result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Version}", "postfix"], capture_output=True, text=True
-    )
-    return result.stdout.strip() or "unknown"
+    return apt.installed_version("postfix")
 
 
 def _run(argv: list[str], *, input: bytes | None = None, timeout: float = 60) -> bytes:

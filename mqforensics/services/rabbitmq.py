@@ -122,10 +122,7 @@ def _disable_system_service() -> None:
 
 def version() -> str:
     """The installed Debian version of rabbitmq-server, e.g. ``3.10.8-1.1+deb12u1``."""
-    result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Version}", "rabbitmq-server"], capture_output=True, text=True
-    )
-    return result.stdout.strip() or "unknown"
+    return apt.installed_version("rabbitmq-server")
 
 
 def _conf(amqp_port: int, management_port: int, dist_port: int, user: str, password: str) -> str:

@@ -32,12 +32,13 @@ import re
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mqforensics.errors import InputError
 from mqforensics.systems.james import schema
 from mqforensics.systems.james.config_history import DEFAULT, history_rows
+from mqforensics.units import utc_millis_text
 
 # Traced queries per measurement: each costs a read plus Cassandra's writes of its trace
 # (system_traces) and the driver's two reads of it.
@@ -61,13 +62,7 @@ class TableReads:
     untraced: int = 0  # queries whose trace was unavailable or named no read of the table
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "queries": self.queries,
-            "live_rows": self.live_rows,
-            "tombstone_cells": self.tombstone_cells,
-            "tombstone_warnings": self.tombstone_warnings,
-            "untraced": self.untraced,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -90,7 +85,7 @@ class BrowseTrace:
     def as_dict(self) -> dict[str, Any]:
         return {
             "keyspace": self.keyspace,
-            "until": _iso(self.until),
+            "until": utc_millis_text(self.until),
             "slice_window_seconds": self.slice_window_seconds,
             "bucket_count": self.bucket_count,
             "queues": self.queues,
@@ -108,7 +103,7 @@ class BrowseTrace:
         empty = self.partitions - self.partitions_with_rows
         traced_empty = max(self.partitions_traced - self.partitions_with_rows, 0)
         text = (
-            f"traced James's browse of {self.queues} queue(s) up to {_iso(self.until)} "
+            f"traced James's browse of {self.queues} queue(s) up to {utc_millis_text(self.until)} "
             f"(window {self.slice_window_seconds} s, {self.bucket_count} bucket(s)): "
             f"{self.partitions_traced} of {self.partitions} partitions, "
             f"{self.partitions_with_rows} holding rows"
@@ -183,15 +178,10 @@ class _Tracer:
 def current_configuration(session: Any, keyspace: str) -> tuple[int, int, str | None]:
     """(slice window seconds, bucket count, a note) of the newest configuration event of the
     keyspace's event store (James's defaults, with a note, when there is none)."""
-    rows = [
-        {"aggregateid": r.aggregateid, "eventid": r.eventid, "event": r.event}
-        for r in session.execute(
-            f"SELECT aggregateid, eventid, event FROM {keyspace}.{schema.EVENT_STORE_TABLE} "
-            "WHERE aggregateid = %s",
-            (schema.CONFIG_AGGREGATE,),
-        )
-    ]
-    history = history_rows(rows, f"{keyspace}.{schema.EVENT_STORE_TABLE}")
+    from mqforensics.systems.james.live import configuration_events
+
+    events = configuration_events(session, keyspace)
+    history = history_rows(events, f"{keyspace}.{schema.EVENT_STORE_TABLE}")
     if not history:
         window, buckets, _pace = DEFAULT
         note = f"no {schema.CONFIG_AGGREGATE} event: James's defaults"
@@ -213,17 +203,12 @@ def trace_browse(
     slice holding `until` (default now), each read traced; see the module docstring for what is
     traced when `max_queries` does not cover every read. `session` is a connected
     cassandra-driver session; nothing is written."""
-    from mqforensics.systems.james.live import enumerate_partitions
+    from mqforensics.systems.james.live import enumerate_partitions, view_tables
 
     if max_queries < 1:
         raise ValueError("max_queries must be at least 1")
     until = until or dt.datetime.now(dt.UTC)
-    tables = {
-        r.table_name
-        for r in session.execute(
-            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
-        )
-    }
+    tables = view_tables(session, keyspace)
     enqueued = next((t for t in schema.ENQUEUED_TABLES if t in tables), None)
     if enqueued is None or schema.BROWSE_START_TABLE not in tables:
         raise InputError(f"keyspace {keyspace!r} is not a James mail queue view")
@@ -355,8 +340,3 @@ def _partitions_with_rows(
 
 def _uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-
-
-def _iso(value: dt.datetime) -> str:
-    value = value.astimezone(dt.UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"

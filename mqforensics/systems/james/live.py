@@ -333,12 +333,7 @@ def read_live(
     keyspace = options.keyspace
     cluster, session = endpoint.connect(keyspace, schema_metadata=False)
     try:
-        tables = {
-            r.table_name
-            for r in session.execute(
-                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
-            )
-        }
+        tables = view_tables(session, keyspace)
         table = next((t for t in schema.ENQUEUED_TABLES if t in tables), None)
         missing = [t for t in (schema.DELETED_TABLE, schema.BROWSE_START_TABLE) if t not in tables]
         if table is None or missing:
@@ -353,25 +348,16 @@ def read_live(
             if schema.CONTENT_START_TABLE in tables
             else []
         )
-        events = []
-        if schema.EVENT_STORE_TABLE in tables:
-            events = list(
-                session.execute(
-                    f"SELECT aggregateid, eventid, event FROM {keyspace}.eventstore "
-                    "WHERE aggregateid = %s",
-                    (schema.CONFIG_AGGREGATE,),
-                )
-            )
+        events = (
+            configuration_events(session, keyspace) if schema.EVENT_STORE_TABLE in tables else []
+        )
     finally:
         close_cluster(cluster)
 
     utc = _utc
     browse_rows = [(r.queuename, utc(r.browsestart)) for r in browse]
     content_rows = [(r.queuename, utc(r.contentstart)) for r in content]
-    history = history_rows(
-        [{"aggregateid": r.aggregateid, "eventid": r.eventid, "event": r.event} for r in events],
-        f"{keyspace}.eventstore",
-    )
+    history = history_rows(events, f"{keyspace}.{schema.EVENT_STORE_TABLE}")
     deleted = read_table(
         spark, endpoint, keyspace, schema.DELETED_TABLE, schema.DELETED,
         splits=options.splits, consistency=options.consistency, columns="queuename,enqueueid",
@@ -439,6 +425,27 @@ def read_live(
         table=table,
         table_partitions=table_partitions,
     )
+
+
+def view_tables(session: Any, keyspace: str) -> set[str]:
+    """The names of `keyspace`'s tables (system_schema)."""
+    return {
+        r.table_name
+        for r in session.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+        )
+    }
+
+
+def configuration_events(session: Any, keyspace: str) -> list[dict[str, Any]]:
+    """The event store's rows of the view's configuration aggregate, as `history_rows` reads
+    them (``aggregateid``, ``eventid``, ``event``)."""
+    rows = session.execute(
+        f"SELECT aggregateid, eventid, event FROM {keyspace}.{schema.EVENT_STORE_TABLE} "
+        "WHERE aggregateid = %s",
+        (schema.CONFIG_AGGREGATE,),
+    )
+    return [{"aggregateid": r.aggregateid, "eventid": r.eventid, "event": r.event} for r in rows]
 
 
 def distinct_partitions(

@@ -38,7 +38,7 @@ from mqforensics.systems.james import tombstones
 from mqforensics.systems.james.blob_ids import PASSTHROUGH
 from mqforensics.systems.james.broker_plan import RULE_KIND as BROKER_RULE_KIND
 from mqforensics.systems.james.broker_plan import broker_deferrals
-from mqforensics.units import parse_instant, plural
+from mqforensics.units import parse_instant, plural, utc_millis_text
 
 if TYPE_CHECKING:
     from mqforensics.retention.policy import Policy, Rule
@@ -310,7 +310,7 @@ class _Planner:
             actions.append(
                 Action(
                     kind=ADVANCE_CONTENT_START,
-                    target={"keyspace": self.keyspace, "queue": queue, "to": _millis(to)},
+                    target={"keyspace": self.keyspace, "queue": queue, "to": utc_millis_text(to)},
                     precondition={
                         "from": start,
                         "window_seconds": int(d["window_seconds"]),
@@ -405,12 +405,6 @@ def _row_order(row: _Erased) -> tuple[Any, ...]:
     d = row.detail
     return (row.finding["queue"], _instant(d["timerangestart"]), int(d["bucketid"]),
             d["enqueueid"])  # fmt: skip
-
-
-def _millis(value: dt.datetime) -> str:
-    """The plan's one instant format, ``2026-11-03T10:00:00.000Z``."""
-    value = value.astimezone(dt.UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 def _blob_action(

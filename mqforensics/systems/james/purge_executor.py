@@ -70,6 +70,7 @@ from mqforensics.purge.s3_delete import delete_if_match
 from mqforensics.sources.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cluster
 from mqforensics.systems.james import tombstones
+from mqforensics.units import utc_millis_text
 
 if TYPE_CHECKING:
     from mqforensics.retention.manifest import Action, Plan
@@ -96,10 +97,7 @@ def parse_instant(text: str) -> dt.datetime:
 
 
 def format_instant(value: dt.datetime | None) -> str | None:
-    if value is None:
-        return None
-    value = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return None if value is None else utc_millis_text(value)
 
 
 def _partition_name(target: dict[str, Any]) -> str:
