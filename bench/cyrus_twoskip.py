@@ -14,10 +14,10 @@ Subjects, each in a fresh process (`measure.run_subject`), on the same copy of t
   key order) and then a pass over every live key and value, counting records and key+value
   bytes. This is the fair counterpart of ``show``, which walks the same list and prints every
   pair: both parse the whole file into every key/value.
-- ``ours-load`` (optional): `mqforensics.systems.cyrus.audit.load`, the audit's "parse to a
-  usable form" path: the same read with ``history=True`` (every physical record kept, deletes
-  resolved) into a `checks.Database`, with the SHA-256 the run manifest fingerprints the file by.
-  More work than ``show`` does, so reported separately.
+- ``ours-load`` (optional): `mqforensics.systems.cyrus.database.read_database`, the audit's
+  "parse to a usable form" path: the same read with ``history=True`` (every physical record
+  kept, deletes resolved) into a `database.Database`, with the SHA-256 the run manifest
+  fingerprints the file by. More work than ``show`` does, so reported separately.
 - ``baseline``: ``cyr_dbtool -C <conf> <db> twoskip show`` (C, mmap), its stdout read through a
   pipe in 1 MiB chunks and counted (lines = records, bytes), never printed to a terminal. Without
   a transaction (its default) 3.6.1 locks, unlocks and re-stats the file around every record
@@ -49,7 +49,8 @@ from typing import Any
 
 from bench import measure
 from mqforensics.services.cache import cache_dir
-from mqforensics.systems.cyrus import audit, records, twoskip
+from mqforensics.systems.cyrus import records, twoskip
+from mqforensics.systems.cyrus.database import read_database
 
 BENCHMARK = "cyrus_twoskip"
 DATA_VERSION = "1"  # bump when the generated content changes: the cache key includes it
@@ -385,8 +386,8 @@ def measure_ours(db: Path) -> dict[str, Any]:
 
 
 def measure_load(db: Path) -> dict[str, Any]:
-    """`audit.load`: the history read into a `checks.Database`, as the audit uses it."""
-    database = audit.load(db)
+    """`database.read_database`: the history read into a `Database`, as the audit uses it."""
+    database = read_database(db)
     items = database.items or []
     return {
         "records": len(items),
@@ -423,7 +424,7 @@ def _child(subject: str, db: Path, scratch: Path) -> list[str]:
 
 SUBJECTS = {
     "ours": ("mqforensics twoskip.read + every key/value", "ours"),
-    "ours-load": ("mqforensics cyrus audit.load (history, Database)", "ours"),
+    "ours-load": ("mqforensics cyrus read_database (history, Database)", "ours"),
     "baseline": ("cyr_dbtool twoskip show (stdout counted)", "baseline"),
     "baseline-txn": ("cyr_dbtool -T twoskip show (one transaction)", "baseline"),
 }
@@ -465,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parent = commands.add_parser("run", help="generate/reuse the database and measure all")
     parent.add_argument("--size", type=int, default=1_000_000, help="records")
     parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
-    parent.add_argument("--no-load", action="store_true", help="skip the audit.load subject")
+    parent.add_argument("--no-load", action="store_true", help="skip the read_database subject")
     args = parser.parse_args(argv)
     if args.command == "run":
         for m in run(args.size, args.workdir, with_load=not args.no_load):

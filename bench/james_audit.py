@@ -72,9 +72,10 @@ def _as_of(directory: Path) -> dt.datetime:
 
 
 def _spark() -> Any:
+    from mqforensics import systems
     from mqforensics.spark import session
 
-    spark = session("mqf-bench", ui=False)
+    spark = session("mqf-bench", ui=False, data_sources=systems.data_sources())
     spark.range(1).count()  # the JVM and the Python workers are up before timing starts
     return spark
 
@@ -82,21 +83,17 @@ def _spark() -> Any:
 def measure_ours(directory: Path, out: Path) -> dict[str, Any]:
     """`mqforensics audit james` as the CLI runs it (the one audit runner: inputs checked,
     loaded, every check, findings and the manifest written), Spark already started."""
-    from mqforensics import runner, systems
-    from mqforensics.cli import build_parser
+    import mqforensics
 
-    args = build_parser().parse_args(
-        ["audit", "james", "--snapshot", str(directory), "--out", str(out),
-         "--blob-listing", str(directory / "blob_inventory.parquet")]
-    )  # fmt: skip
-    spec = systems.get("james")
     spark = _spark()
     started = time.perf_counter()
-    runner.check_before_spark(spec, args)
-    result = runner.audit(spark, spec, args)
+    audit = mqforensics.audit(
+        "james", snapshot=directory, blob_listing=directory / "blob_inventory.parquet", out=out,
+        spark=spark,
+    )  # fmt: skip
     seconds = time.perf_counter() - started
-    result.loaded.close()
-    rows = result.findings
+    audit.close()
+    rows = audit.rows
     found = [[r["check"], r["queue"], r["subject"], r["bytes"]] for r in rows]
     (out / "compared.json").write_text(json.dumps(found))
     measure.report({"findings": len(rows)}, seconds)

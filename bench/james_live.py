@@ -146,10 +146,11 @@ def _as_of(directory: Path) -> dt.datetime:
 
 
 def getsize_ours(where: str, keyspace: str, as_of: dt.datetime) -> None:
+    from mqforensics import systems
     from mqforensics.spark import session
     from mqforensics.systems.james import browse
 
-    spark = session("mqf-bench", ui=False)
+    spark = session("mqf-bench", ui=False, data_sources=systems.data_sources())
     spark.range(1).count()
     started = time.perf_counter()
     frame = browse.live_sizes(spark, _endpoint(where), keyspace=keyspace, as_of=as_of)
@@ -207,10 +208,11 @@ def read_ours(where: str, keyspace: str) -> None:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    from mqforensics import systems
     from mqforensics.sources.cassandra_scan import read_table
     from mqforensics.spark import session
 
-    spark = session("mqf-bench", ui=False)
+    spark = session("mqf-bench", ui=False, data_sources=systems.data_sources())
     spark.range(1).count()
     started = time.perf_counter()
     seen = Observation("read")

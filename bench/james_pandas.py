@@ -25,11 +25,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mqforensics.systems.james.blob_ids import PASSTHROUGH, parse_blob_id
-from mqforensics.systems.james.checks import (
-    BROWSE_START_HEALTH_GRACE,
-    SLICE_EARLY_TOLERANCE_SECONDS,
-)
+from mqforensics.systems.james.checks import BROWSE_START_HEALTH_GRACE
 from mqforensics.systems.james.config_history import history_rows
+from mqforensics.systems.james.context import SLICE_EARLY_TOLERANCE_SECONDS
 from mqforensics.systems.james.java_hash import bucket_ids
 
 Finding = tuple[str, str | None, str, int | None]

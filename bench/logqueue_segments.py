@@ -226,11 +226,12 @@ def measure_spark(queue: Path) -> None:
     (`measure.timed`) because the session is started before the clock."""
     from pyspark.sql import functions as F
 
+    from mqforensics import systems
     from mqforensics.spark import session
     from mqforensics.systems.logqueue import fleet
 
     started = time.perf_counter()
-    spark = session("mqforensics-bench-logqueue", ui=False)
+    spark = session("mqforensics-bench-logqueue", ui=False, data_sources=systems.data_sources())
     spark.range(1).count()  # the JVM and a Python worker are up before the clock starts
     ready = time.perf_counter() - started
 

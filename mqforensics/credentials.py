@@ -1,37 +1,35 @@
 """Credentials: the one masking function every message and output goes through, and the refusal
 of credentials written where every user of the machine can read them.
 
-`mask_secrets(text)` hides, wherever they appear in a text:
-
-- a URL's userinfo: ``scheme://user:password@host`` and ``scheme://token@host`` become
-  ``scheme://[hidden]@host`` (the brackets keep pseudonymisation from reading ``hidden@host``
-  as a mail address);
-- the value of a field named like a secret (`is_secret_name`), in every way it is written:
-  query and connection strings (``?X-Amz-Signature=...``, ``&access_token=...``,
-  ``sc://host/;token=...``), ``name=value``, ``name: value``, ``"name": "value"``,
-  ``'name': 'value'``, ``name -> value`` (Scala maps) and ``--name value``.
+`mask_secrets(text)` hides every credential a text holds: a URL's userinfo, the value of a
+field named like a secret (`is_secret_name`) however it is written. It lives in
+`mqforensics.masking` (which `errors` uses, and which imports nothing of the package) and is
+re-exported here with `is_secret_name`, `carries_credentials`, `shown` and `HIDDEN`.
 
 Credentials come only from their environment variables. A credential written on a command line
 (any user of the machine can list it), in a notebook's ``MQF_<SYSTEM>_ARGS`` or in a variable
 that holds an address (``MQF_S3_ENDPOINT``, ``MQF_CASSANDRA``, ``SPARK_REMOTE``,
-``MQF_SPARK_MASTER``) is refused before anything runs (`refuse_on_command_line`,
-`refuse_in_variable`), in one line that names the option or variable and the variables to use
-instead, and never repeats the secret. `masked_streams` masks everything the CLI prints.
+``MQF_SPARK_MASTER``) is refused before anything runs (`mqforensics.options` for an option,
+the command line's parser in ``mqforensics/cli/arguments.py``, `refuse_in_variable`), in one
+line that names the option or variable and the variables to use instead, and never repeats
+the secret. `masked_streams` masks everything the CLI prints.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import IO, Any
 
-HIDDEN = "[hidden]"
+from mqforensics.errors import ConfigError
+from mqforensics.masking import HIDDEN as HIDDEN
+from mqforensics.masking import carries_credentials as carries_credentials
+from mqforensics.masking import is_secret_name as is_secret_name
+from mqforensics.masking import mask_secrets as mask_secrets
+from mqforensics.masking import shown as shown
 
 AWS_LOGIN = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CASSANDRA_LOGIN = ("MQF_CASSANDRA_USERNAME", "MQF_CASSANDRA_PASSWORD")
@@ -47,101 +45,15 @@ ADDRESS_VARIABLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "MQF_SPARK_MASTER": ((), False),
 }
 
-# --- masking ------------------------------------------------------------------------------------
-
-# The last word of a secret's name (words split at '_', '-', '.', and camelCase).
-_SECRET_WORDS = frozenset({
-    "password", "passwd", "pwd", "pw", "passphrase", "secret", "token", "signature",
-    "sig", "credential", "authorization", "auth", "apikey", "accesskey", "secretkey",
-})  # fmt: skip
-# ``key`` is a secret after one of these words (``api_key``, ``secret access key``,
-# ``AccountKey``); alone it is not: here it names S3 objects and Redis keys.
-_KEY_QUALIFIERS = frozenset({
-    "api", "access", "secret", "private", "account", "session", "signing", "master", "sas",
-    "auth", "encryption",
-})  # fmt: skip
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-
-# scheme://userinfo@: ``user:password@`` (the password may hold '/': AWS secret keys do; a port
-# followed by a path is not a password), or a lone ``token@``.
-_USERINFO = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)"
-    r"(?:[^\s/?#@:]*:(?!\d+(?:[/?#\s]|$))[^\s@]*|[^\s/?#@:]+)@"
-)
-# name SEP value: the name not inside a path or a longer name; quoted values kept quoted.
-_FIELD = re.compile(
-    r"(?<![\w./-])(?P<quote>[\"']?)(?P<name>[A-Za-z][\w.-]*)(?P=quote)"
-    r"(?P<sep>[ \t]*(?:=|->)[ \t]*|:[ \t]?)"
-    r"(?P<value>\[hidden\]|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s&;\"',)\]}]+)"
-)
-_FLAG = re.compile(r"(?<![\w-])--?(?P<name>[A-Za-z][\w-]*)(?:[ \t]+|=)(?P<value>\[hidden\]|\S+)")
+# --- refusal ------------------------------------------------------------------------------------
 
 
-def is_secret_name(name: str) -> bool:
-    """Whether a field or option called `name` holds a secret: ``password``, ``redis_password``,
-    ``aws_secret_access_key``, ``X-Amz-Signature``, ``access_token``, ``apiKey``...; not
-    ``aws_access_key_id``, ``key``, ``message_key``, ``keyspace``, ``token_range``, ``username``."""
-    words = [w.lower() for w in _WORD.findall(name)]
-    if not words:
-        return False
-    if words[-1] in _SECRET_WORDS:
-        return True
-    return words[-1] == "key" and len(words) > 1 and words[-2] in _KEY_QUALIFIERS
-
-
-def _hide_value(value: str) -> str:
-    if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) >= 2:
-        return value[0] + HIDDEN + value[0]
-    return HIDDEN
-
-
-def _hide_named(pattern: re.Pattern[str], text: str) -> str:
-    """The values of `pattern`'s matches whose name is a secret's, hidden. A match of another
-    name does not consume its value, which may hold the next field (``https://h/?token=x``)."""
-    parts, done, start = [], 0, 0
-    while (match := pattern.search(text, start)) is not None:
-        if is_secret_name(match.group("name")):
-            parts += [text[done : match.start("value")], _hide_value(match.group("value"))]
-            done = start = match.end()
-        else:
-            start = match.end("name")
-    return "".join([*parts, text[done:]])
-
-
-def mask_secrets(text: object) -> str:
-    """`text` with every credential in it replaced by ``[hidden]`` (see the module docstring);
-    a text without one comes back unchanged, and masking twice changes nothing more."""
-    out = text if isinstance(text, str) else str(text)
-    if not out:
-        return out
-    out = _USERINFO.sub(lambda m: m.group("scheme") + HIDDEN + "@", out)
-    return _hide_named(_FLAG, _hide_named(_FIELD, out))
-
-
-def carries_credentials(value: str, *, host: bool = False) -> bool:
-    """Whether `value` holds a credential: anything `mask_secrets` hides, or (for a HOST[:PORT]
-    spec, `host`) any ``user[:password]@`` at all."""
-    return mask_secrets(value) != value or (host and "@" in value)
-
-
-def shown(value: str, *, host: bool = False) -> str:
-    """`value` as an error may show it: masked, and a host spec's login cut off."""
-    if host and "@" in value:
-        scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value)
-        prefix = scheme.group(0) if scheme else ""
-        value = prefix + HIDDEN + "@" + value.rpartition("@")[2]
-    return mask_secrets(value)
-
-
-def _instead(variables: Iterable[str] | None) -> str:
+def instead_text(variables: Iterable[str] | None) -> str:
     names = list(variables or ())
     if not names:
         return "credentials come only from their environment variables (README, 'Credentials')"
     listed = " and ".join(names) if len(names) <= 2 else ", ".join(names)
     return f"give the address alone and set {listed} instead"
-
-
-# --- refusal ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -154,103 +66,15 @@ class Login:
     host: bool = False
 
 
-def declare_login(
-    action: argparse.Action, variables: Iterable[str], *, host: bool = False
-) -> argparse.Action:
-    """Mark the option `action` (what ``add_argument`` returned) as naming a server or a store
-    whose login comes from `variables`: a credential written in it is refused with those
-    variables named, and with `host`, any ``user@`` in it too. Every other option is checked
-    as well, without the names."""
-    action.mqf_login = Login(tuple(variables), host)  # type: ignore[attr-defined]
-    return action
-
-
-def declared_logins(parser: argparse.ArgumentParser) -> dict[str, Login]:
-    """dest -> `Login` of the options of `parser` and of its subcommands' parsers declared
-    with `declare_login` (an option several subcommands declare takes every variable)."""
-    found: dict[str, Login] = {}
-
-    def add(dest: str, login: Login) -> None:
-        known = found.get(dest, Login())
-        variables = tuple(dict.fromkeys((*known.variables, *login.variables)))
-        found[dest] = Login(variables, known.host or login.host)
-
-    for action in parser._actions:
-        login = getattr(action, "mqf_login", None)
-        if isinstance(login, Login):
-            add(action.dest, login)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                for dest, declared in declared_logins(sub).items():
-                    add(dest, declared)
-    return found
-
-
-def _refused(where: str, variables: Iterable[str] | None) -> Exception:
-    from mqforensics.errors import ConfigError
-
-    return ConfigError(
-        f"{where}: credentials on the command line are refused (every user of the machine can "
-        f"read it); {_instead(variables)}"
-    )
-
-
-def refuse_in_arguments(argv: Sequence[str], logins: Mapping[str, Login] | None = None) -> None:
-    """A ConfigError when a command line argument, as written, holds a credential (checked
-    before parsing: a path option's value would lose its ``//``, an unknown one is echoed).
-    `logins` (`declared_logins`) names the variables to use instead."""
-    for i, token in enumerate(argv):
-        before = argv[i - 1] if i else ""
-        option = before if before.startswith("-") and "=" not in before else ""
-        if token.startswith("-") and "=" in token:
-            option = token.partition("=")[0]
-        if carries_credentials(token) or (option == before and carries_credentials(
-            f"{before} {token}"
-        )):  # fmt: skip
-            where = mask_secrets(token if option != before else f"{before} {token}")
-            dest = option.lstrip("-").replace("-", "_")
-            login = (logins or {}).get(dest)
-            variables = login.variables if login else None
-            raise _refused(where if option else f"argument {where}", variables)
-
-
-def refuse_on_command_line(
-    args: argparse.Namespace,
-    names: Mapping[str, str] | None = None,
-    logins: Mapping[str, Login] | None = None,
-) -> None:
-    """A ConfigError (one line, exit 2) when any option value in `args` holds a credential.
-
-    Every string and path value is checked (a URL's userinfo, a token in a query string, a
-    field named like a secret); the options `logins` declares host specs refuse any ``user@``
-    too, and the refusal names their login variables. `names` maps dests to how the user
-    wrote the option (default ``--dest-with-dashes``).
-    """
-    for dest, value in sorted(vars(args).items()):
-        items = value if isinstance(value, list | tuple) else [value]
-        for item in items:
-            if not isinstance(item, str | PurePath):
-                continue
-            text = str(item)
-            login = (logins or {}).get(dest)
-            host = bool(login and login.host)
-            if carries_credentials(text, host=host):
-                option = (names or {}).get(dest) or "--" + dest.replace("_", "-")
-                variables = login.variables if login else None
-                raise _refused(f"{option} {shown(text, host=host)}", variables)
-
-
 def refuse_in_variable(
     name: str, value: str | None, variables: Iterable[str] | None = None, *, host: bool = False
 ) -> None:
     """A ConfigError when the environment variable `name`, which holds an address, holds a
     credential too; its login belongs in `variables`."""
     if value and carries_credentials(value, host=host):
-        from mqforensics.errors import ConfigError
-
         raise ConfigError(
             f"{name} {shown(value, host=host)}: credentials in an address are refused; "
-            f"{_instead(variables)}"
+            f"{instead_text(variables)}"
         )
 
 
@@ -259,37 +83,6 @@ def refuse_in_environment(environ: Mapping[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     for name, (variables, host) in ADDRESS_VARIABLES.items():
         refuse_in_variable(name, env.get(name), variables, host=host)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """The CLI's parser (subcommands inherit it): arguments holding a credential, and address
-    variables holding one (`ADDRESS_VARIABLES`), are refused when the command line is parsed,
-    before any command runs; usage errors are masked."""
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Any = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        logins = declared_logins(self)
-        refuse_in_arguments(list(sys.argv[1:] if args is None else args), logins)
-        parsed, extras = super().parse_known_args(args, namespace)
-        refuse_on_command_line(parsed, self._option_names(), logins)
-        refuse_in_environment()
-        return parsed, extras
-
-    def _option_names(self) -> dict[str, str]:
-        names = {}
-        for action in self._actions:
-            long = [s for s in action.option_strings if s.startswith("--")]
-            if long or action.option_strings:
-                names[action.dest] = max(long or action.option_strings, key=len)
-            else:
-                names[action.dest] = (
-                    action.metavar if isinstance(action.metavar, str) else action.dest.upper()
-                )
-        return names
-
-    def error(self, message: str) -> Any:  # argparse quotes what it could not parse
-        super().error(re.sub(r"\S*@", HIDDEN + "@", mask_secrets(message)))
 
 
 # --- Spark --------------------------------------------------------------------------------------

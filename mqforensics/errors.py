@@ -3,7 +3,7 @@
 An error raised inside a Spark Python worker reaches the driver wrapped in a JVM exception whose
 text is a Python traceback. Every message therefore carries a marker, ``[mqforensics:Kind]``, so
 `explain` can recover the one line a user needs from whatever wrapper the error travelled in.
-Every message goes through `credentials.mask_secrets` when the error is made, so no error
+Every message goes through `masking.mask_secrets` when the error is made, so no error
 carries a credential however it is shown (a notebook, a Spark worker's traceback, the CLI).
 
 A file Spark's own readers cannot read (random bytes named ``*.parquet``, a truncated or damaged
@@ -19,7 +19,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 
-from mqforensics.credentials import mask_secrets
+from mqforensics.masking import mask_secrets
 
 _MARKER = re.compile(r"\[mqforensics:(?P<kind>[A-Za-z]+)\] (?P<message>[^\n]*)")
 # Spark's error for a file its reader failed on (error-conditions.json: FAILED_READ_FILE, with a

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 SCHEMA = (
     "check string, severity string, system string, queue string, scope string, subject string, "
@@ -78,6 +78,51 @@ def union_all(spark: SparkSession, frames: Iterable[DataFrame]) -> DataFrame:
     for frame in frames:
         result = result.unionByName(frame.select(*COLUMNS))
     return result
+
+
+def select_findings(
+    frame: DataFrame,
+    *,
+    check: str,
+    severity: str | Column,
+    system: str,
+    queue: str | Column | None,
+    scope: str | Column,
+    subject: str | Column,
+    observed_at: dt.datetime | Column,
+    bytes: int | Column | None,
+    detail: Column | None = None,
+    detail_json: Column | None = None,
+) -> DataFrame:
+    """The findings of `frame`'s rows, one each, in `SCHEMA`: the one way every check of every
+    system builds its findings frame. A text or number is a literal, a `Column` is read per
+    row; `observed_at` as an instant is written in UTC; `detail` is a struct, written as a JSON
+    object keeping its null fields (or `detail_json`, a JSON text column already)."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    def value(given: Any, kind: str) -> Column:
+        return given if isinstance(given, Column) else F.lit(given).cast(kind)
+
+    instant = observed_at
+    if isinstance(instant, dt.datetime):
+        utc = instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant
+        instant = F.lit(utc.astimezone(dt.UTC)).cast("timestamp")
+    if detail_json is None:
+        if detail is None:
+            raise ValueError("select_findings needs detail or detail_json")
+        detail_json = F.to_json(detail, {"ignoreNullFields": "false"})
+    return frame.select(
+        F.lit(check).alias("check"),
+        value(severity, "string").alias("severity"),
+        F.lit(system).alias("system"),
+        value(queue, "string").cast("string").alias("queue"),
+        value(scope, "string").cast("string").alias("scope"),
+        value(subject, "string").cast("string").alias("subject"),
+        value(instant, "timestamp").cast("timestamp").alias("observed_at"),
+        value(bytes, "bigint").cast("bigint").alias("bytes"),
+        detail_json.alias("detail"),
+    )
 
 
 # --- the findings an audit writes ---------------------------------------------------------------

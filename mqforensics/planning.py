@@ -1,17 +1,17 @@
-"""`mqforensics plan`: an audit's findings and a retention policy in, a cleanup plan out.
+"""Planning: an audit's findings and a retention policy in, a cleanup plan out (what
+`mqforensics.plan` and the ``plan`` command run).
 
-A plan is made from findings, never from the store: ``plan --findings AUDIT_DIR`` reads the
-audit's ``findings.json`` and ``manifest.json`` (the system comes from the manifest), and
-``plan <system> SOURCE`` runs the same audit first (into ``--audit-out``, by default
-``<PLAN_DIR>.audit``) and then the same planning. The system's planner only selects findings by
-policy and adds the preconditions the purger re-checks; every action cites the ids of the
-findings that justify it, and every id it cites is one of the audit's. An audit older than
-``--max-audit-age`` is refused: the store has moved on since.
+A plan is made from findings, never from the store: `plan_from_audit` reads the audit's
+``findings.json`` and ``manifest.json`` (the system comes from the manifest); auditing a store
+and planning at once (`mqforensics.api.audit_and_plan`, the ``plan <system> SOURCE`` command)
+runs the same audit first and then this. The system's planner only selects findings by policy
+and adds the preconditions the purger re-checks; every action cites the ids of the findings that
+justify it, and every id it cites is one of the audit's. An audit older than the maximum age
+(``--max-audit-age``) is refused: the store has moved on since.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 from pathlib import Path
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from mqforensics import subjects, systems
 from mqforensics.errors import ConfigError
 from mqforensics.findings import read_findings
-from mqforensics.runner import add_common_options, check_before_spark, check_out, read_manifest
-from mqforensics.units import counter, parse_duration, parse_instant, utc_text
+from mqforensics.runner import read_manifest
+from mqforensics.units import duration_text, parse_instant, utc_text
 
 if TYPE_CHECKING:
     from mqforensics.retention.manifest import Plan
@@ -31,72 +31,20 @@ if TYPE_CHECKING:
 DEFAULT_MAX_AUDIT_AGE = dt.timedelta(days=1)
 
 
-def add_plan_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "plan", help="plan a retention cleanup from an audit's findings (deletes nothing)",
-        description="Turn an audit's findings and a retention policy into a cleanup plan: "
-        "`plan --findings AUDIT_DIR --policy FILE --out PLAN_DIR`, or `plan SYSTEM SOURCE... "
-        "--policy FILE --out PLAN_DIR` to audit and plan in one go. Every action cites the "
-        "findings that justify it. Nothing is deleted: review the plan with `report plan`, "
-        "approve it with `approve`, carry it out with `purge`.",
-    )  # fmt: skip
-    parser.add_argument(
-        "--findings", type=Path, metavar="AUDIT_DIR",
-        help="the directory an `audit` wrote (findings.json and manifest.json)",
-    )  # fmt: skip
-    _add_plan_options(parser, default=None)
-    parser.add_argument(
-        "--max-audit-age", type=parse_duration, default=DEFAULT_MAX_AUDIT_AGE, metavar="AGE",
-        help="refuse findings older than this (default 1d): the store has moved on since",
-    )  # fmt: skip
-    subparsers = parser.add_subparsers(dest="system", metavar="SYSTEM")
-    for spec in systems.all_systems():
-        sub = subparsers.add_parser(
-            spec.name, help=f"audit and plan: {spec.title}", description=spec.title
-        )
-        spec.add_source_options(sub)
-        add_common_options(sub, out_help="the plan directory to create (must not exist, or empty)")
-        _add_plan_options(sub, default=argparse.SUPPRESS, out=False)
-        sub.add_argument(
-            "--audit-out", type=Path, metavar="DIR",
-            help="where the audit's findings go (default: PLAN_DIR.audit)",
-        )  # fmt: skip
-        sub.set_defaults(run=run)
-    parser.set_defaults(run=run, system=None)
-
-
-def _add_plan_options(parser: argparse.ArgumentParser, *, default: Any, out: bool = True) -> None:
-    parser.add_argument(
-        "--policy", type=Path, metavar="FILE", default=default,
-        help="retention policy (.toml, .yaml or .yml)",
-    )  # fmt: skip
-    if out:
-        parser.add_argument(
-            "--out", type=Path, metavar="PLAN_DIR", default=default,
-            help="the plan directory to create (must not exist or be empty)",
-        )  # fmt: skip
-    parser.add_argument(
-        "--tombstone-budget", type=counter("--tombstone-budget", "an integer >= 0"),
-        metavar="N", default=default,
-        help="rows deleted one by one per partition at most (overrides the policy's "
-        "tombstone_budget_per_partition)",
-    )  # fmt: skip
-
-
-def load_policy_of(args: argparse.Namespace) -> Policy:
-    from mqforensics.retention.policy import load_policy
-
-    if getattr(args, "policy", None) is None:
-        raise ConfigError("--policy FILE is required")
-    policy = load_policy(args.policy)
-    if getattr(args, "tombstone_budget", None) is not None:
-        policy = dataclasses.replace(policy, tombstone_budget_per_partition=args.tombstone_budget)
+def policy_of(path: Path | None, tombstone_budget: int | None = None) -> Policy:
+    """The policy file `path` read against every system's rule kinds; `tombstone_budget`
+    (when given) overrides its ``tombstone_budget_per_partition``."""
+    if path is None:
+        raise ConfigError("--policy FILE is required (policy= in Python)")
+    policy = systems.load_policy(path)
+    if tombstone_budget is not None:
+        policy = dataclasses.replace(policy, tombstone_budget_per_partition=tombstone_budget)
     return policy
 
 
 def check_plan_out(out: Path | None) -> Path:
     if out is None:
-        raise ConfigError("--out PLAN_DIR is required")
+        raise ConfigError("--out PLAN_DIR is required (out= in Python)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
             f"plan {out} already exists and is not empty: choose another --out, or remove it"
@@ -108,8 +56,6 @@ def check_fresh(manifest: dict[str, Any], where: Path, max_age: dt.timedelta) ->
     created = parse_instant(manifest["created_at"])
     age = dt.datetime.now(dt.UTC) - created
     if age > max_age:
-        from mqforensics.retention.policy import duration_text
-
         raise ConfigError(
             f"audit {where} was made {utc_text(created)}, more than --max-audit-age "
             f"{duration_text(max_age)} ago: audit the store again (or raise --max-audit-age)"
@@ -193,43 +139,3 @@ def summarise(written: Plan, parts: PlanParts) -> str:
         f"`mqforensics approve {directory} --by NAME`"
     )
     return "\n".join(lines)
-
-
-def run(args: argparse.Namespace) -> int:
-    policy = load_policy_of(args)
-    out = check_plan_out(getattr(args, "out", None))
-    if args.system is None:
-        if args.findings is None:
-            raise ConfigError("name an audit (--findings AUDIT_DIR) or a system to audit")
-        written, parts = plan_from_audit(args.findings, policy, out, max_age=args.max_audit_age)
-    else:
-        if getattr(args, "findings", None) is not None:
-            raise ConfigError("--findings plans an audit already made: name no system with it")
-        audit_dir = args.audit_out or out.with_name(out.name + ".audit")
-        written, parts = audit_and_plan(args, policy, out, audit_dir)
-    print(f"Policy {policy.path} (sha256 {policy.sha256})")
-    print(summarise(written, parts))
-    return 0
-
-
-def audit_and_plan(
-    args: argparse.Namespace, policy: Policy, out: Path, audit_dir: Path
-) -> tuple[Plan, PlanParts]:
-    """`plan <system> SOURCE`: the audit (as `audit <system>` runs it) into `audit_dir`, then
-    the plan of its findings."""
-    from mqforensics import runner
-    from mqforensics.spark import session
-    from mqforensics.views.progress import spark_progress
-
-    spec = systems.get(args.system)
-    check_out(audit_dir, "--audit-out")
-    audit_args = argparse.Namespace(
-        **{**vars(args), "out": audit_dir, "erasure_policy": args.policy}
-    )
-    check_before_spark(spec, audit_args)
-    spark = session(f"mqforensics-plan-{spec.name}")
-    with spark_progress(spark, f"audit {spec.name}"):
-        result = runner.audit(spark, spec, audit_args)
-    result.loaded.close()
-    print(f"{spec.title}: {result.loaded.source}; audited into {audit_dir}")
-    return plan_from_audit(audit_dir, policy, out)

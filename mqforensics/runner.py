@@ -1,7 +1,9 @@
-"""One audit runner for every system: `mqforensics audit <system>` and `validate <system>`.
+"""One audit runner for every system: what `mqforensics.audit`, `mqforensics.validate` and the
+commands ``audit <system>`` and ``validate <system>`` run.
 
-The contract (docs/architecture.md): the options every audit has (``--out``, ``--as-of``,
-``--reveal-addresses``) next to the system's own; everything that can be checked before Spark
+The contract (docs/architecture.md): the options every audit has (`spec.CommonOptions`: ``out``,
+``as_of``, ``reveal_addresses``, ``erasure_policy``) next to the system's own typed options;
+everything that can be checked before Spark
 starts is checked first (the output directory, the system's inputs); one Spark session; the
 system's loader, then every check with the one signature; ``findings.json`` and
 ``findings.parquet`` (each finding with its stable id) and ``manifest.json`` (tool version,
@@ -12,92 +14,53 @@ never a clean bill).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import hashlib
 import json
 import shutil
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics import __version__, systems
+from mqforensics import systems
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, InputError, translated, typed
 from mqforensics.findings import (
     FINDINGS_JSON,
     FINDINGS_RAW,
-    exit_status,
     read_json,
-    summarise,
     write_findings,
     write_json,
 )
-from mqforensics.spec import AuditArgs, Loaded, System
-from mqforensics.units import parse_instant, utc_text
+from mqforensics.options import Options, as_json, check_exclusive
+from mqforensics.options import items as option_items
+from mqforensics.spec import AuditArgs, CommonOptions, Loaded, System
+from mqforensics.units import utc_text
+from mqforensics.version import __version__
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "mqforensics-audit/1"
-# Options that say how the command runs, not what it audits: left out of the manifest.
-_NOT_OPTIONS = {"run", "command", "debug", "system", "out", "as_of", "reveal_addresses", "quiet"}
 
 
-def add_common_options(parser: argparse.ArgumentParser, *, out_help: str) -> None:
-    """``--out``, ``--as-of`` and ``--reveal-addresses``, the same on every audit and validate."""
-    common = parser.add_argument_group("output")
-    common.add_argument("--out", type=Path, required=True, metavar="DIR", help=out_help)
-    common.add_argument(
-        "--as-of", type=parse_instant, metavar="INSTANT",
-        help="the instant ages are judged at, ISO-8601 (default: the snapshot's time, or now)",
-    )  # fmt: skip
-    common.add_argument(
-        "--reveal-addresses", action="store_true",
-        help="show mail addresses and user names as they are (default: pseudonymised)",
-    )  # fmt: skip
-    common.add_argument(
-        "--erasure-policy", type=Path, metavar="FILE",
-        help="look for the data subjects of this policy's erase_subject rules: every object "
-        "holding one becomes a personal_data finding (subjects as keyed hashes only)",
-    )  # fmt: skip
-
-
-def add_system_parsers(
-    command: argparse.ArgumentParser, run: Any, *, out_help: str, common: bool = True
-) -> None:
-    """One subcommand per registered system under `command`, each with the system's source
-    options (and the common ones unless `common` is false)."""
-    subparsers = command.add_subparsers(dest="system", required=True, metavar="SYSTEM")
-    for spec in systems.all_systems():
-        parser = subparsers.add_parser(spec.name, help=spec.title, description=spec.title)
-        spec.add_source_options(parser)
-        if common:
-            add_common_options(parser, out_help=out_help)
-        parser.set_defaults(run=run)
-
-
-def common_args(args: argparse.Namespace, *, keyed: bool = True) -> AuditArgs:
-    """The common options of `args`; with `keyed`, the audit's subject key is made (and kept in
-    ``--out``) and the erasure policy's subjects are keyed with it."""
+def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
+    """The common options resolved; with `keyed`, the audit's subject key is made (and kept in
+    ``out``) and the erasure policy's subjects are keyed with it."""
     from mqforensics import subjects
 
-    key = subjects.new_key(args.out) if keyed else b""
+    key = subjects.new_key(common.out) if keyed else b""
     wanted: frozenset[str] = frozenset()
-    policy_file = getattr(args, "erasure_policy", None)
-    if policy_file is not None and keyed:
-        from mqforensics.retention.policy import load_policy
-
-        hashes = subjects.erasure_subjects(load_policy(policy_file))
+    if common.erasure_policy is not None and keyed:
+        hashes = subjects.erasure_subjects(systems.load_policy(common.erasure_policy))
         wanted = frozenset(subjects.keyed_all(hashes, key))
     return AuditArgs(
-        out=args.out,
-        as_of=getattr(args, "as_of", None),
-        reveal_addresses=bool(getattr(args, "reveal_addresses", False)),
+        out=common.out,
+        as_of=common.as_of,
+        reveal_addresses=common.reveal_addresses,
         subjects=wanted,
         subject_key=key,
     )
@@ -114,15 +77,15 @@ def check_out(out: Path, what: str = "--out") -> None:
         raise ConfigError(f"{what} {out}: {parent} is not a directory")
 
 
-def check_before_spark(spec: System, args: argparse.Namespace) -> None:
-    """What fails fast: the output directory, then the system's own inputs and options."""
-    if getattr(args, "out", None) is not None:
-        check_out(args.out)
-    if getattr(args, "erasure_policy", None) is not None:
-        from mqforensics.retention.policy import load_policy
-
-        load_policy(args.erasure_policy)
-    spec.check_inputs(args)
+def check_before_spark(options: Options, common: CommonOptions | None = None) -> None:
+    """What fails fast: the output directory, the erasure policy, then the system's own inputs
+    and options (`Options.check`)."""
+    if common is not None:
+        check_out(common.out)
+        if common.erasure_policy is not None:
+            systems.load_policy(common.erasure_policy)
+    check_exclusive(options)
+    options.check()
 
 
 @dataclass
@@ -144,30 +107,34 @@ class AuditResult:
         return self.loaded.as_of
 
 
-def load(spark: SparkSession, spec: System, args: argparse.Namespace, common: AuditArgs) -> Loaded:
+def load(spark: SparkSession, spec: System, options: Options, common: AuditArgs) -> Loaded[Any]:
     """The system's store read into canonical frames; nothing read is an InputError."""
-    loaded = spec.load(spark, args, common)
+    loaded = spec.load(spark, options, common)
     if loaded.objects <= 0:
         loaded.close()
         raise InputError(f"nothing to audit: {loaded.source} holds nothing {spec.name} keeps")
     return loaded
 
 
-def findings_frame(spark: SparkSession, spec: System, loaded: Loaded, settings: Any) -> DataFrame:
+def findings_frame(
+    spark: SparkSession, spec: System, loaded: Loaded[Any], settings: Any
+) -> DataFrame:
     """Every check of the system on the loaded frames, as one findings frame."""
     from mqforensics.findings import union_all
 
     return union_all(spark, [check.run(loaded.frames, settings) for check in spec.checks])
 
 
-def audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditResult:
-    """Load, check, write findings and the manifest to ``args.out``; the frames stay loaded for
-    the caller (a notebook explores them; the CLI closes them). A file Spark cannot read, and a
-    toolkit error raised in a Spark worker, are raised as their typed error (an InputError
+def audit(
+    spark: SparkSession, spec: System, options: Options, common: CommonOptions
+) -> AuditResult:
+    """Load, check, write findings and the manifest to ``common.out``; the frames stay loaded
+    for the caller (a notebook explores them; the CLI closes them). A file Spark cannot read,
+    and a toolkit error raised in a Spark worker, are raised as their typed error (an InputError
     naming the file: `errors.translated`), wherever the job that met them ran; a failed audit
-    leaves ``args.out`` as it found it (`out_kept_on_failure`)."""
-    with out_kept_on_failure(args.out), translated():
-        return _audit(spark, spec, args)
+    leaves ``common.out`` as it found it (`out_kept_on_failure`)."""
+    with out_kept_on_failure(common.out), translated():
+        return _audit(spark, spec, options, common)
 
 
 @contextlib.contextmanager
@@ -203,26 +170,29 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def _audit(spark: SparkSession, spec: System, args: argparse.Namespace) -> AuditResult:
+def _audit(
+    spark: SparkSession, spec: System, options: Options, common: CommonOptions
+) -> AuditResult:
     from mqforensics.views.progress import step
 
-    common = common_args(args)
+    resolved = resolve_common(common)
     step("reading the store")
-    loaded = load(spark, spec, args, common)
+    loaded = load(spark, spec, options, resolved)
     try:
         step("preparing the checks")
-        settings = spec.settings(args, common, loaded)
+        settings = spec.settings(options, resolved, loaded)
         step(f"running {len(spec.checks)} checks")
         frame = findings_frame(spark, spec, loaded, settings)
-        rows = write_findings(frame, args.out, None if common.reveal_addresses else hider(spec))
+        out = common.out
+        rows = write_findings(frame, out, None if common.reveal_addresses else hider(spec))
         step("writing the manifest")
         for name, document in loaded.outputs.items():
-            write_json(args.out / name, document)
-        manifest = write_manifest(spec, args, loaded, args.out, common)
+            write_json(out / name, document)
+        manifest = write_manifest(spec, options, common, loaded, resolved)
     except BaseException:
         loaded.close()
         raise
-    return AuditResult(spec, loaded, rows, manifest, args.out)
+    return AuditResult(spec, loaded, rows, manifest, common.out)
 
 
 def hider(spec: System) -> Any:
@@ -242,33 +212,24 @@ def hider(spec: System) -> Any:
     return hide
 
 
-def options_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The options an audit ran with, as JSON values (credentials never reach here: the parser
-    refuses them, and every text is masked all the same)."""
-    return {
-        key: _json_value(value)
-        for key, value in sorted(vars(args).items())
-        if key not in _NOT_OPTIONS and not callable(value)
-    }
+def options_of(options: Options, common: CommonOptions) -> dict[str, Any]:
+    """The options an audit ran with, as JSON values by name (credentials never reach here:
+    every front door refuses them, and every text is masked all the same)."""
+    return as_json({**_values(options), "erasure_policy": common.erasure_policy})
 
 
-def _json_value(value: Any) -> Any:
-    from mqforensics.retention.policy import duration_text
-
-    if isinstance(value, dt.timedelta):
-        return duration_text(value)
-    if isinstance(value, dt.datetime):
-        return utc_text(value)
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return mask_secrets(str(value))
+def _values(options: Options) -> dict[str, Any]:
+    return {item.name: value for item, value in option_items(options)}
 
 
 def write_manifest(
-    spec: System, args: argparse.Namespace, loaded: Loaded, out: Path, common: AuditArgs
+    spec: System,
+    options: Options,
+    common: CommonOptions,
+    loaded: Loaded[Any],
+    resolved: AuditArgs,
 ) -> dict[str, Any]:
+    out = common.out
     findings_bytes = (out / FINDINGS_JSON).read_bytes()
     raw_bytes = (out / FINDINGS_RAW).read_bytes()
     manifest = {
@@ -281,12 +242,12 @@ def write_manifest(
         "objects": loaded.objects,
         "inputs": loaded.inputs,
         "plan_inputs": loaded.plan_inputs,
-        "options": options_of(args),
-        "reveal_addresses": bool(getattr(args, "reveal_addresses", False)),
+        "options": options_of(options, common),
+        "reveal_addresses": common.reveal_addresses,
         "checks": [check.name for check in spec.checks],
         # Checks whose results are incomplete because the read was, and why ({} when none).
         "partial": dict(sorted(loaded.partial.items())),
-        "subjects_searched": sorted(common.subjects),
+        "subjects_searched": sorted(resolved.subjects),
         "findings": {
             "count": len(json.loads(findings_bytes)),
             "sha256": hashlib.sha256(findings_bytes).hexdigest(),
@@ -314,28 +275,6 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def run_audit_command(args: argparse.Namespace) -> int:
-    """`mqforensics audit <system>`."""
-    from mqforensics.spark import session
-    from mqforensics.views.progress import spark_progress
-
-    spec = systems.get(args.system)
-    check_before_spark(spec, args)
-    spark = session(f"mqforensics-audit-{spec.name}")
-    with spark_progress(spark, f"audit {spec.name}"):
-        result = audit(spark, spec, args)
-    result.loaded.close()
-    print(f"{spec.title}: {result.loaded.source}; judged at {utc_text(result.as_of)}")
-    print(summarise(result.findings))
-    for note in result.loaded.notes:
-        print(f"note: {note}")
-    for why, checks in partial_by_reason(result.loaded.partial).items():
-        print(f"warning: partial results of {', '.join(checks)}: {why}", file=sys.stderr)
-    written = [FINDINGS_JSON, "findings.parquet", *result.loaded.outputs, MANIFEST]
-    print(f"Wrote {', '.join(str(args.out / name) for name in written)}")
-    return exit_status(result.findings)
-
-
 def partial_by_reason(partial: dict[str, str]) -> dict[str, list[str]]:
     """The checks of `partial` (check -> why) grouped by why, each group in name order."""
     grouped: dict[str, list[str]] = {}
@@ -344,33 +283,14 @@ def partial_by_reason(partial: dict[str, str]) -> dict[str, list[str]]:
     return grouped
 
 
-def add_audit_parser(commands: argparse._SubParsersAction) -> None:
-    audit_parser = commands.add_parser(
-        "audit", help="read a mail queue store and report what is wrong",
-        description="Read a store into canonical frames, run every check, write findings.json, "
-        "findings.parquet and manifest.json. Exit 0: no finding of severity error or worse; "
-        "1: some; 2: the input cannot be read (or holds nothing to audit).",
-    )  # fmt: skip
-    add_system_parsers(
-        audit_parser, run_audit_command,
-        out_help="directory for findings.json, findings.parquet and manifest.json",
-    )  # fmt: skip
-
-
-# --- validate ---------------------------------------------------------------------------------
-
-
-def add_validate_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "validate", help="run the expectation suites on a store's canonical frames",
-        description="Check the canonical frames with the Great Expectations suites of "
-        "expectations/. Exit 0: every suite passes; 1: an expectation failed; 2: the input "
-        "cannot be read (never reported as a failed expectation).",
-    )  # fmt: skip
-    add_system_parsers(parser, run_validate_command, out_help="directory for quality.json")
-
-
-def validate(spark: SparkSession, spec: System, args: argparse.Namespace) -> Any:
+def validate(
+    spark: SparkSession,
+    spec: System,
+    options: Options,
+    *,
+    as_of: dt.datetime | None = None,
+    reveal_addresses: bool = False,
+) -> Any:
     """The quality report of the system's frames (`quality.QualityReport`). Input that cannot be
     read is its typed error (exit 2), as in `audit`, never a failed expectation: also when an
     expectation's query met it (`unreadable_input`)."""
@@ -379,12 +299,11 @@ def validate(spark: SparkSession, spec: System, args: argparse.Namespace) -> Any
     if spec.validation_frames is None:
         raise ConfigError(f"{spec.name} has no expectation suites")
     with translated():
-        loaded = load(spark, spec, args, common_args(args, keyed=False))
+        unkeyed = AuditArgs(out=Path(), as_of=as_of, reveal_addresses=reveal_addresses)
+        loaded = load(spark, spec, options, unkeyed)
         try:
             frames = spec.validation_frames(loaded)
-            report = run_suites(
-                frames, system=spec.name, pseudonymize=not getattr(args, "reveal_addresses", False)
-            )
+            report = run_suites(frames, system=spec.name, pseudonymize=not reveal_addresses)
         finally:
             loaded.close()
     error = unreadable_input(report)
@@ -404,22 +323,3 @@ def unreadable_input(report: Any) -> Exception | None:
                 if error is not None:
                     return error
     return None
-
-
-def run_validate_command(args: argparse.Namespace) -> int:
-    from mqforensics.quality import render_text, report_to_json
-    from mqforensics.spark import session
-    from mqforensics.views.progress import spark_progress
-
-    spec = systems.get(args.system)
-    check_before_spark(spec, args)
-    spark = session(f"mqforensics-validate-{spec.name}")
-    with spark_progress(spark, f"validate {spec.name}"):
-        report = validate(spark, spec, args)
-    print(render_text(report))
-    args.out.mkdir(parents=True, exist_ok=True)
-    staging = args.out / ".quality.json.tmp"
-    staging.write_text(report_to_json(report) + "\n")
-    staging.replace(args.out / "quality.json")
-    print(f"Wrote {args.out / 'quality.json'}")
-    return 0 if report.success else 1

@@ -15,20 +15,42 @@ live right before its destructive call.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
+import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from mqforensics.credentials import Login, declare_login
+from mqforensics.options import Options, option
+from mqforensics.retention.policy import RuleKind
+from mqforensics.units import parse_instant
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from mqforensics.retention.manifest import Action, Deferred, Plan
     from mqforensics.retention.policy import Policy
+
+__all__ = [
+    "AuditArgs", "Check", "CommonOptions", "Loaded", "NoPurgeOptions", "PlanParts", "RuleKind",
+    "Sample", "System", "deferred",
+]  # fmt: skip
+
+F = TypeVar("F")
+
+
+def deferred(module: str, function: str) -> Callable[..., Any]:
+    """`module.function`, imported when first called: a spec names its checks, loader and
+    executors without importing Spark (importing a spec must stay cheap)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    call.__name__ = function
+    call.__qualname__ = function
+    call.__doc__ = f"{module}.{function}, imported when called."
+    return call
 
 
 @dataclass(frozen=True)
@@ -50,22 +72,22 @@ class Check:
 
 
 @dataclass
-class Loaded:
+class Loaded(Generic[F]):
     """What a system's loader read, in the shape every layer after it understands.
 
-    `frames` is the system's canonical frames object (a state with one DataFrame per table, or
-    one frame), passed to every check as it is. `source` is one line saying where it was read
-    from (never a credential). `objects` counts what was read (rows, files, messages): zero is
-    "nothing to audit", an error. `inputs` are the run manifest's inputs, each a dict with at
-    least ``kind`` and ``location`` and, for files, ``fingerprint``. `plan_inputs` is what the
-    system's executors need from the plan header (where to reach the store). `outputs` are extra
-    JSON documents the runner writes next to the findings (file name -> JSON value). `notes` are
-    printed after the summary. `partial` names the checks whose results are incomplete because
-    the read was (check name -> why): the runner says so on stderr and in the manifest. `close`
-    releases what the frames hold (cached data).
+    `frames` is the system's canonical frames object (``systems/<name>/frames.py``: a dataclass
+    with one DataFrame per table, each column documented), passed to every check as it is.
+    `source` is one line saying where it was read from (never a credential). `objects` counts
+    what was read (rows, files, messages): zero is "nothing to audit", an error. `inputs` are
+    the run manifest's inputs, each a dict with at least ``kind`` and ``location`` and, for
+    files, ``fingerprint``. `plan_inputs` is what the system's executors need from the plan
+    header (where to reach the store). `outputs` are extra JSON documents the runner writes next
+    to the findings (file name -> JSON value). `notes` are printed after the summary. `partial`
+    names the checks whose results are incomplete because the read was (check name -> why): the
+    runner says so on stderr and in the manifest. `close` releases what the frames hold.
     """
 
-    frames: Any
+    frames: F
     source: str
     as_of: dt.datetime
     objects: int
@@ -87,48 +109,44 @@ class PlanParts:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class RuleKind:
-    """A policy rule kind a system plans: the keys it takes beyond the common ones, whether
-    ``older_than`` is required, and whether its objects belong to no queue (`queueless`: a
-    rule of it restricted to some ``queues`` still selects them, as orphaned blobs are by
-    definition referenced by no queue; any other rule so restricted never does)."""
-
-    name: str
-    keys: tuple[str, ...] = ()
-    needs_older_than: bool = False
-    queueless: bool = False
+def _path(text: str) -> Path:
+    return Path(text)
 
 
-@dataclass(frozen=True)
-class Option:
-    """A command-line option, as ``add_argument(*flags, **kwargs)`` takes it."""
+@dataclass(frozen=True, kw_only=True)
+class CommonOptions(Options):
+    """The options every audit and validation has, whatever the system: where its files go,
+    the instant it judges at, whether addresses are shown, and the erasure policy whose data
+    subjects it looks for."""
 
-    flags: tuple[str, ...]
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    # It names a server or a store: where its login comes from (`credentials.declare_login`).
-    login: Login | None = None
+    out: Path = option(help="directory for findings.json, findings.parquet and manifest.json",
+                       parse=_path, metavar="DIR", group="output")  # fmt: skip
+    as_of: dt.datetime | None = option(
+        None, parse=parse_instant, metavar="INSTANT", group="output",
+        help="the instant ages are judged at, ISO-8601 (default: the snapshot's time, or now)",
+    )  # fmt: skip
+    reveal_addresses: bool = option(
+        False, group="output",
+        help="show mail addresses and user names as they are (default: pseudonymised)",
+    )  # fmt: skip
+    erasure_policy: Path | None = option(
+        None, parse=_path, metavar="FILE", group="output",
+        help="look for the data subjects of this policy's erase_subject rules: every object "
+        "holding one becomes a personal_data finding (subjects as keyed hashes only)",
+    )  # fmt: skip
 
-    @property
-    def dest(self) -> str:
-        explicit = self.kwargs.get("dest")
-        if explicit:
-            return str(explicit)
-        longest = max(self.flags, key=len)
-        return longest.lstrip("-").replace("-", "_")
 
-    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-        action = parser.add_argument(*self.flags, **dict(self.kwargs))
-        if self.login is not None:
-            declare_login(action, self.login.variables, host=self.login.host)
+@dataclass(frozen=True, kw_only=True)
+class NoPurgeOptions(Options):
+    """A system whose executors need nothing beyond the plan."""
 
 
 @dataclass(frozen=True)
 class AuditArgs:
-    """The options every audit has, parsed (the runner's), next to the system's own.
+    """The common options of one audit, resolved (the runner's), next to the system's own.
 
     `subjects` are the keyed hashes (`mqforensics.subjects`) of the data subjects the audit is
-    to look for (``--erasure-policy``): a system's ``personal_data`` check records each object
+    to look for (``erasure_policy``): a system's ``personal_data`` check records each object
     holding one, with the matching keyed hashes in ``detail.subjects``. `subject_key` keys them.
     """
 
@@ -141,11 +159,11 @@ class AuditArgs:
 
 @dataclass(frozen=True)
 class Sample:
-    """The bundled sample of a system: the source arguments that audit it (materialised under
-    a work directory when it must be), the instant it is judged at (None: its own), the
-    ground truth of its planted anomalies and its retention policy."""
+    """The bundled sample of a system: the source options that audit it (materialised under a
+    work directory when it must be), the instant it is judged at (None: its own), the ground
+    truth of its planted anomalies and its retention policy."""
 
-    argv: list[str]
+    options: Options
     as_of: str | None = None
     ground_truth: Path | None = None
     policy: Path | None = None
@@ -153,31 +171,31 @@ class Sample:
 
 @dataclass(frozen=True)
 class System:
-    """One mail system, as the shared layers see it.
+    """One mail system, as the shared layers see it. Every system folder has the same files for
+    the same roles (docs/architecture.md, "One system template"): ``options.py``, ``read.py``,
+    ``frames.py``, ``checks.py``, ``plan.py``, ``purge.py``, ``views.py``, ``sample.py`` and
+    ``spec.py``, which holds the one `System`.
 
-    - `add_source_options(parser)`: the options naming the store and the system's thresholds,
-      each with help text (``--out``, ``--as-of`` and ``--reveal-addresses`` are the runner's).
-    - `check_inputs(args)`: everything that can be checked before Spark starts (paths exist and
-      are of the right type, options agree); raises `InputError` or `ConfigError`.
-    - `load(spark, args, common)`: the store read into canonical frames.
-    - `settings(args, common, loaded)`: the object every check receives next to the frames.
+    - `options`: the system's options class (`mqforensics.options`): where its store is and its
+      thresholds, each documented; its `check()` is everything checked before Spark starts.
+    - `load(spark, options, common)`: the store read into canonical frames (`Loaded`).
+    - `settings(options, common, loaded)`: the object every check receives next to the frames.
     - `checks`: every check, in report order; names are stable and unique across systems.
     - `plan(findings, policy, header)`: findings (the rows of ``findings.json``) and a policy to
       actions; `header` is the run manifest (``as_of``, ``plan_inputs``, ``options``). No store is
       read: an anomaly is defined once, in its check.
     - `rule_kinds`: the policy rule kinds `plan` understands.
-    - `executors(plan, args)`: the purge executors of a plan (`purge/engine.py`);
-      `purge_options` are the ``purge`` options they read (declared once across systems by dest;
-      an option of another system given with this system's plan is refused).
+    - `executors(plan, purge_options)`: the purge executors of a plan (`purge/contract.py`);
+      `purge_options` is the class of the ``purge`` options they read (an option declared by
+      several systems is one option; one of another system given with this system's plan is
+      refused).
     - `validation_frames(loaded)`: frame name -> DataFrame, each checked with the suite
       ``expectations/<system>_<frame>.json``.
     - `sample(workdir)`: the bundled `Sample` (``datasets/<system>/sample``).
     - `hide_target(target, salt)`: a plan action's target with what it holds beyond plain
       addresses pseudonymised (plain addresses are pseudonymised by the report itself).
     - `hide_finding(row)`: a finding (``detail`` decoded) with what it holds beyond plain
-      addresses pseudonymised; the runner has pseudonymised the addresses already. Checks never
-      pseudonymise: findings are written pseudonymised unless ``--reveal-addresses``, and the
-      exact keys a plan needs are kept apart (``findings.raw.json``, owner-only).
+      addresses pseudonymised; the runner has pseudonymised the addresses already.
     - `views`: the system's notebook and report hooks (a module; see `mqforensics.views`).
     - `data_sources()`: Spark Python data sources to register in every session (a function, so
       that importing a spec imports no Spark).
@@ -185,16 +203,15 @@ class System:
 
     name: str
     title: str
-    add_source_options: Callable[[argparse.ArgumentParser], None]
-    check_inputs: Callable[[argparse.Namespace], None]
-    load: Callable[[SparkSession, argparse.Namespace, AuditArgs], Loaded]
-    settings: Callable[[argparse.Namespace, AuditArgs, Loaded], Any]
+    options: type[Options]
+    load: Callable[[SparkSession, Any, AuditArgs], Loaded[Any]]
+    settings: Callable[[Any, AuditArgs, Loaded[Any]], Any]
     checks: Sequence[Check]
     plan: Callable[[list[dict[str, Any]], Policy, Mapping[str, Any]], PlanParts]
     rule_kinds: Sequence[RuleKind]
-    executors: Callable[[Plan, argparse.Namespace], Iterable[Any]]
-    purge_options: Sequence[Option] = ()
-    validation_frames: Callable[[Loaded], Mapping[str, DataFrame]] | None = None
+    executors: Callable[[Plan, Any], Iterable[Any]]
+    purge_options: type[Options] = NoPurgeOptions
+    validation_frames: Callable[[Loaded[Any]], Mapping[str, DataFrame]] | None = None
     sample: Callable[[Path], Sample] | None = None
     data_sources: Callable[[], Sequence[type]] | None = None
     hide_target: Callable[[dict[str, Any], str], dict[str, Any]] | None = None

@@ -90,3 +90,12 @@ def utc_from_unix(seconds: float | None) -> dt.datetime | None:
         return dt.datetime.fromtimestamp(float(seconds), tz=dt.UTC)
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def duration_text(value: dt.timedelta) -> str:
+    """``30d``, ``12h``, ``5m`` or ``30s``: the largest unit that divides `value` exactly."""
+    seconds = int(value.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

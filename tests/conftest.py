@@ -296,6 +296,6 @@ def spark():
     """The one local SparkSession of the test session, with the project's data sources."""
     from mqforensics.spark import session
 
-    spark = session("mqforensics-tests", ui=False)
+    spark = session("mqforensics-tests", ui=False, data_sources=systems.data_sources())
     yield spark
     spark.stop()

@@ -3,7 +3,8 @@ its own environment, recording what each printed: ``python tests/credential_runs
 (`run_in_one_spark` runs it with Spark event logs on).
 
 STEPS is a JSON list of ``{"argv": [...]}`` (`mqforensics.cli.main`) or ``{"notebook":
-"james"}`` (`notebook_sources.audit(session, system)`), each with an optional ``"env"``
+"james", "out": DIR}`` (a notebook's audit: ``mqforensics.audit(system,
+**mqforensics.notebook_keywords(system, out=DIR))``), each with an optional ``"env"``
 set for that step only; OUT gets a JSON list of ``{"rc", "out", "err", "error"}``. The tests
 that plant a secret in credential variables run this in a subprocess whose Spark writes event
 logs (``PYSPARK_SUBMIT_ARGS``), then search everything it printed and wrote for the secret.
@@ -32,11 +33,12 @@ def run_step(step: dict) -> dict:
 
                 result["rc"] = main(step["argv"])
             else:
-                from mqforensics.spark import session
-                from mqforensics.views import notebook_sources
+                import mqforensics
 
+                system = step["notebook"]
                 try:
-                    audit = notebook_sources.audit(session(), step["notebook"], Path(step["out"]))
+                    keywords = mqforensics.notebook_keywords(system, out=Path(step["out"]))
+                    audit = mqforensics.audit(system, **keywords)
                     print(audit.summary())
                 except Exception as exc:  # what the notebook cell would show
                     result["error"] = f"{type(exc).__name__}: {exc}"

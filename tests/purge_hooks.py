@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.purge import faults
-from mqforensics.purge.engine import Executor, PurgeResult, run_purge
+from mqforensics.purge.contract import Executor
+from mqforensics.purge.engine import PurgeResult, run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Plan
 

@@ -5,26 +5,30 @@ Its store is a directory of ``*.msg`` files, each a JSON object ``{"from": ADDRE
 rule kind of its own (``toy_retention``, with ``older_than``), an executor that deletes a planned
 file after checking its size and SHA-256 on the held inode, and nothing else: a test proves
 that it goes through audit, plan, approve, purge and report with no change to a shared module.
+
+It keeps the system template (docs/architecture.md) in one file, one section per role: options,
+read, frames (one DataFrame), checks, plan, purge, spec.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mqforensics import subjects
-from mqforensics.credentials import Login, declare_login
+from mqforensics.credentials import Login
 from mqforensics.errors import InputError
 from mqforensics.file_digest import file_digest
 from mqforensics.findings import SCHEMA, Finding
-from mqforensics.purge.engine import Operations, Verdict
+from mqforensics.options import Options, option
+from mqforensics.purge.contract import Operations, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, mismatch, unlink_checked
 from mqforensics.retention.manifest import Action
-from mqforensics.spec import AuditArgs, Check, Loaded, Option, PlanParts, RuleKind, System
+from mqforensics.spec import AuditArgs, Check, Loaded, PlanParts, RuleKind, System
 from mqforensics.units import parse_duration, parse_instant, utc_now
 
 NAME = "toy"
@@ -33,25 +37,44 @@ TOY_LOGIN = ("MQF_TOY_USERNAME", "MQF_TOY_PASSWORD")
 FRAME = "file string, size bigint, sha256 string, arrived timestamp, addresses array<string>"
 
 
-def add_source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", type=Path, metavar="DIR", help="the toy queue directory")
-    parser.add_argument(
-        "--max-age", type=parse_duration, default=dt.timedelta(days=7),
+# --- options.py ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyOptions(Options):
+    """The toy queue to read and its one threshold."""
+
+    directory: Path = option(parse=Path, metavar="DIR", positional=True,
+                             help="the toy queue directory")  # fmt: skip
+    max_age: dt.timedelta = option(
+        dt.timedelta(days=7), parse=parse_duration,
         help="a message older than this is old (default 7d)",
     )  # fmt: skip
     # A server the toy names but never reads: its login comes from TOY_LOGIN alone.
-    mirror = parser.add_argument("--mirror", metavar="HOST[:PORT]", help="(not read)")
-    declare_login(mirror, TOY_LOGIN, host=True)
+    mirror: str | None = option(
+        None, metavar="HOST[:PORT]", help="(not read)", login=Login(TOY_LOGIN, host=True)
+    )
+
+    def check(self) -> None:
+        if not Path(self.directory).is_dir():
+            raise InputError(f"{self.directory}: no such directory")
 
 
-def check_inputs(args: argparse.Namespace) -> None:
-    if not args.directory.is_dir():
-        raise InputError(f"{args.directory}: no such directory")
+@dataclass(frozen=True, kw_only=True)
+class ToyPurgeOptions(Options):
+    toy_server: str | None = option(
+        None, metavar="HOST[:PORT]", help="(not read)", login=Login(TOY_LOGIN, host=True),
+        group="toy plans",
+    )  # fmt: skip
 
 
-def load(spark: Any, args: argparse.Namespace, common: AuditArgs) -> Loaded:
+# --- read.py ------------------------------------------------------------------------------------
+
+
+def load(spark: Any, options: ToyOptions, common: AuditArgs) -> Loaded[Any]:
     rows = []
-    for path in sorted(args.directory.glob("*.msg")):
+    directory = Path(options.directory)
+    for path in sorted(directory.glob("*.msg")):
         try:
             document = json.loads(path.read_text())
         except ValueError:
@@ -62,16 +85,19 @@ def load(spark: Any, args: argparse.Namespace, common: AuditArgs) -> Loaded:
     frame = spark.createDataFrame(rows, FRAME) if rows else spark.createDataFrame([], FRAME)
     return Loaded(
         frames=frame,
-        source=f"toy queue {args.directory}",
+        source=f"toy queue {directory}",
         as_of=common.as_of or utc_now(),
         objects=len(rows),
-        inputs=[{"kind": "directory", "location": str(args.directory)}],
-        plan_inputs={"directory": str(args.directory.resolve())},
+        inputs=[{"kind": "directory", "location": str(directory)}],
+        plan_inputs={"directory": str(directory.resolve())},
     )
 
 
-def settings(args: argparse.Namespace, common: AuditArgs, loaded: Loaded) -> dict[str, Any]:
-    return {"as_of": loaded.as_of, "max_age": args.max_age, "common": common}
+def settings(options: ToyOptions, common: AuditArgs, loaded: Loaded[Any]) -> dict[str, Any]:
+    return {"as_of": loaded.as_of, "max_age": options.max_age, "common": common}
+
+
+# --- checks.py ----------------------------------------------------------------------------------
 
 
 def _finding(check: str, severity: str, row: Any, as_of: dt.datetime, **detail: Any) -> Finding:
@@ -108,6 +134,8 @@ def personal_data(frame: Any, settings: dict[str, Any]) -> Any:
     return to_frame(spark, found)
 
 
+# --- spec.py: the checks' table -----------------------------------------------------------------
+
 CHECKS = (
     Check(
         "old_message",
@@ -126,6 +154,9 @@ CHECKS = (
         "Plan an erasure.",
     ),
 )
+
+
+# --- plan.py ------------------------------------------------------------------------------------
 
 
 def plan(findings: list[dict[str, Any]], policy: Any, manifest: Any) -> PlanParts:
@@ -152,6 +183,9 @@ def plan(findings: list[dict[str, Any]], policy: Any, manifest: Any) -> PlanPart
             findings=tuple(sorted({row["id"], *(previous.findings if previous else ())})),
         )
     return PlanParts(actions=[actions[k] for k in sorted(actions)])
+
+
+# --- purge.py -----------------------------------------------------------------------------------
 
 
 class ToyExecutor:
@@ -198,18 +232,17 @@ class ToyExecutor:
         pass
 
 
+# --- spec.py ------------------------------------------------------------------------------------
+
 SPEC = System(
     name=NAME,
     title="toy queue (tests only)",
-    add_source_options=add_source_options,
-    check_inputs=check_inputs,
+    options=ToyOptions,
     load=load,
     settings=settings,
     checks=CHECKS,
     plan=plan,
     rule_kinds=(RuleKind("toy_retention", ("older_than",), needs_older_than=True),),
-    executors=lambda plan, args: [ToyExecutor(plan)],
-    purge_options=(
-        Option(("--toy-server",), {"metavar": "HOST[:PORT]"}, login=Login(TOY_LOGIN, host=True)),
-    ),
+    executors=lambda plan, options: [ToyExecutor(plan)],
+    purge_options=ToyPurgeOptions,
 )

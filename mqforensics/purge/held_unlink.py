@@ -26,7 +26,7 @@ from pathlib import Path
 
 from mqforensics.file_digest import file_digest
 from mqforensics.purge import faults
-from mqforensics.purge.engine import TargetChanged
+from mqforensics.purge.contract import TargetChanged
 from mqforensics.retention.manifest import fsync_directory
 
 HELD_SUFFIX = ".mqf-purge"

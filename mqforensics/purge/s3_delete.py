@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqforensics.purge.engine import TargetChanged
+from mqforensics.purge.contract import TargetChanged
 
 _REFUSED = ("PreconditionFailed", "412", "NoSuchKey", "404", "NotFound")
 

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,7 @@ import yaml
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.privacy import pseudonymize_text
-from mqforensics.spec import RuleKind
-from mqforensics.units import parse_duration
+from mqforensics.units import duration_text, parse_duration
 
 # The one rule kind every system plans: its subjects are parsed here (and hashed at once).
 ERASE_SUBJECT = "erase_subject"
@@ -33,27 +33,38 @@ _COMMON_RULE_KEYS = ("id", "kind", "legal_basis", "systems", "queues")
 _ERASE_KEYS = ("addresses", "address_sha256")
 
 
-def rule_kinds() -> dict[str, RuleKind]:
-    """Every rule kind a policy may use, by name, from every registered system.
+@dataclass(frozen=True)
+class RuleKind:
+    """A policy rule kind a system plans: the keys it takes beyond the common ones, whether
+    ``older_than`` is required, and whether its objects belong to no queue (`queueless`: a
+    rule of it restricted to some ``queues`` still selects them, as orphaned blobs are by
+    definition referenced by no queue; any other rule so restricted never does)."""
+
+    name: str
+    keys: tuple[str, ...] = ()
+    needs_older_than: bool = False
+    queueless: bool = False
+
+
+def merged_rule_kinds(kinds: Iterable[RuleKind]) -> dict[str, RuleKind]:
+    """Every rule kind a policy may use, by name: `kinds` (every system's, which the caller
+    names) and the shared ``erase_subject``.
 
     Keys that only mean something for one kind are refused on the others: an ``older_than`` on
     an erasure or ``addresses`` on a consumed_mail rule is a misunderstanding, not something to
     ignore. A kind two systems share takes the keys of both, and needs ``older_than`` or is
     queueless when one of them says so.
     """
-    from mqforensics import systems
-
-    kinds = {ERASE_SUBJECT: RuleKind(ERASE_SUBJECT, _ERASE_KEYS)}
-    for spec in systems.all_systems():
-        for kind in spec.rule_kinds:
-            known = kinds.get(kind.name, RuleKind(kind.name))
-            kinds[kind.name] = RuleKind(
-                kind.name,
-                tuple(dict.fromkeys((*known.keys, *kind.keys))),
-                known.needs_older_than or kind.needs_older_than,
-                known.queueless or kind.queueless,
-            )
-    return kinds
+    merged = {ERASE_SUBJECT: RuleKind(ERASE_SUBJECT, _ERASE_KEYS)}
+    for kind in kinds:
+        known = merged.get(kind.name, RuleKind(kind.name))
+        merged[kind.name] = RuleKind(
+            kind.name,
+            tuple(dict.fromkeys((*known.keys, *kind.keys))),
+            known.needs_older_than or kind.needs_older_than,
+            known.queueless or kind.queueless,
+        )
+    return merged
 
 
 _ID = re.compile(r"[A-Za-z0-9._-]+")
@@ -128,17 +139,9 @@ def subject_hash(address: str) -> str:
     return hashlib.sha256(address.strip().lower().encode()).hexdigest()
 
 
-def duration_text(value: dt.timedelta) -> str:
-    """``30d``, ``12h``, ``5m`` or ``30s``: the largest unit that divides `value` exactly."""
-    seconds = int(value.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy file (TOML or YAML by its extension)."""
+def load_policy(path: str | Path, kinds: Iterable[RuleKind]) -> Policy:
+    """Read and validate a policy file (TOML or YAML by its extension); `kinds` are the rule
+    kinds the systems plan (the registry's `systems.rule_kinds()`), ``erase_subject`` besides."""
     name = str(path)
     suffix = Path(path).suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
@@ -148,7 +151,7 @@ def load_policy(path: str | Path) -> Policy:
         )
     data = _read(Path(path), name)
     document = _parse_toml(data, name) if suffix == ".toml" else _parse_yaml(data, name)
-    return _validate(document, name, hashlib.sha256(data).hexdigest())
+    return _validate(document, name, hashlib.sha256(data).hexdigest(), merged_rule_kinds(kinds))
 
 
 def _read(path: Path, name: str) -> bytes:
@@ -208,7 +211,7 @@ def _check_keys(table: dict[Any, Any], allowed: tuple[str, ...], where: str) -> 
             raise ConfigError(f"{where}: unknown key {_quoted(key)} (known: {', '.join(allowed)})")
 
 
-def _validate(document: Any, name: str, sha256: str) -> Policy:
+def _validate(document: Any, name: str, sha256: str, kinds: Mapping[str, RuleKind]) -> Policy:
     where = f"policy {name}"
     if not isinstance(document, dict):
         raise ConfigError(
@@ -231,7 +234,7 @@ def _validate(document: Any, name: str, sha256: str) -> Policy:
     rules: list[Rule] = []
     seen: set[str] = set()
     for index, table in enumerate(tables):
-        rule = _rule(table, f"{where} rules[{index}]", where)
+        rule = _rule(table, f"{where} rules[{index}]", where, kinds)
         if rule.id in seen:
             raise ConfigError(f"{where} rule {rule.id!r}: id is used by more than one rule")
         seen.add(rule.id)
@@ -239,7 +242,7 @@ def _validate(document: Any, name: str, sha256: str) -> Policy:
     return Policy(name, sha256, tuple(rules), budget)
 
 
-def _rule(table: Any, position: str, where: str) -> Rule:
+def _rule(table: Any, position: str, where: str, kinds: Mapping[str, RuleKind]) -> Rule:
     if not isinstance(table, dict):
         raise ConfigError(f"{position}: a rule must be a table of keys")
     rule_id = table.get("id")
@@ -248,8 +251,7 @@ def _rule(table: Any, position: str, where: str) -> Rule:
         raise ConfigError(f"{position}: id must match [A-Za-z0-9._-]+ (got {shown})")
     here = f"{where} rule {rule_id!r}"
     kind = table.get("kind")
-    kinds = rule_kinds()
-    if kind not in kinds:
+    if not isinstance(kind, str) or kind not in kinds:
         shown = "missing" if kind is None else _quoted(kind)
         raise ConfigError(f"{here}: kind must be one of {', '.join(kinds)} (got {shown})")
     _check_keys(table, _COMMON_RULE_KEYS + kinds[kind].keys, f"{here} ({kind})")

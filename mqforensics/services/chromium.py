@@ -7,12 +7,11 @@ exceptions, every request that left the machine (anything not ``file:`` or ``dat
 images in the DOM with their decoded sizes. The browser binds its debugging port to 127.0.0.1,
 runs with a throw-away profile, and is always killed afterwards.
 
-    python -m mqforensics.services.chromium screenshot report.html report.png [--width 1280]
+    python -m mqforensics.cli.screenshot screenshot report.html report.png [--width 1280]
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import io
@@ -245,25 +244,3 @@ def _collect(report: PageReport, events: list[dict[str, Any]]) -> None:
                 report.external_requests.append(request_url)
         elif method == "Network.loadingFailed":
             report.failed_requests.append(str(params.get("errorText", "")))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mqforensics.services.chromium")
-    commands = parser.add_subparsers(dest="command", required=True)
-    shot = commands.add_parser("screenshot", help="a PNG of a local HTML page")
-    shot.add_argument("page", type=Path)
-    shot.add_argument("png", type=Path)
-    shot.add_argument("--width", type=int, default=1280)
-    shot.add_argument("--height", type=int, default=1600)
-    args = parser.parse_args(argv)
-    report = inspect_page(args.page, width=args.width, height=args.height)
-    args.png.write_bytes(report.screenshot)
-    problems = report.console_errors + report.exceptions + report.external_requests
-    print(f"wrote {args.png}: {len(report.images)} image(s), {len(problems)} problem(s)")
-    for problem in problems:
-        print(f"  {problem}")
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-from mqforensics import spark_daemon
 from mqforensics.errors import ServiceStartError
 from mqforensics.services.process import (
     LOOPBACK,
@@ -22,6 +21,7 @@ from mqforensics.services.process import (
     port_open,
     quick_jit,
 )
+from mqforensics.spark import daemon
 
 
 def spark_submit() -> Path:
@@ -50,8 +50,8 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "spark.sql.session.timeZone": "UTC",
         "spark.local.dir": str(server.data),
         "spark.driver.defaultJavaOptions": " ".join(quick_jit()),
-        # Its Python workers import the installed PySpark (mqforensics/spark_daemon.py).
-        "spark.python.daemon.module": spark_daemon.__name__,
+        # Its Python workers import the installed PySpark (mqforensics/spark/daemon.py).
+        "spark.python.daemon.module": daemon.__name__,
         # Names the server directory on the command line (see ServerDir.owned_pid).
         "spark.mqforensics.server": str(server.path),
     }

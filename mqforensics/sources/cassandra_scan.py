@@ -263,7 +263,7 @@ class CassandraScanReader(DataSourceReader):
         key = ", ".join(_quote(n) for n in self.partition_key)
         lower = ">=" if partition.includes_lo else ">"
         endpoint = CassandraEndpoint.from_options(self.options)
-        session = _worker_session(endpoint)
+        session = worker_session(endpoint)
         try:
             query = (
                 f"SELECT {', '.join(expression for expression, _ in reads)} "
@@ -309,7 +309,7 @@ class CassandraScanReader(DataSourceReader):
 _WORKER_SESSIONS: dict[CassandraEndpoint, tuple[Any, Any]] = {}
 
 
-def _worker_session(endpoint: CassandraEndpoint) -> Any:
+def worker_session(endpoint: CassandraEndpoint) -> Any:
     if endpoint not in _WORKER_SESSIONS:
         import atexit
 

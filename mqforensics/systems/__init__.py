@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from mqforensics.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mqforensics.retention.policy import Policy, RuleKind
     from mqforensics.spec import Check, System
 
 SYSTEMS: dict[str, str] = {
@@ -63,3 +66,24 @@ def find_check(system: str, name: str) -> Check | None:
         return get(system).check(name)
     except (ConfigError, KeyError):
         return None
+
+
+def rule_kinds() -> list[RuleKind]:
+    """The rule kinds every registered system plans (a policy is read against them)."""
+    return [kind for spec in all_systems() for kind in spec.rule_kinds]
+
+
+def load_policy(path: str | Path) -> Policy:
+    """The policy file `path`, read against every registered system's rule kinds."""
+    from mqforensics.retention.policy import load_policy as load
+
+    return load(path, rule_kinds())
+
+
+def data_sources() -> list[type]:
+    """Every registered system's Spark Python data sources (the session registers them)."""
+    found: list[type] = []
+    for spec in all_systems():
+        if spec.data_sources is not None:
+            found.extend(spec.data_sources())
+    return found

@@ -1,4 +1,5 @@
-"""`mqforensics report notebook`: an executed notebook as one self-contained, offline HTML file.
+"""`mqforensics report notebook`'s export: an executed notebook as one self-contained, offline
+HTML file.
 
 nbconvert's lab template loads require.js, MathJax, mermaid and the widget manager from CDNs, so
 an export opened offline (or archived) fails to render widgets and logs network errors. This
@@ -12,7 +13,6 @@ otherwise kept as they are: pseudonymisation happened when the notebook ran.
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Any
@@ -85,18 +85,3 @@ def export_html(notebook: Path, out: Path) -> Path:
 
     write_atomically(out, body.encode("utf-8"))
     return out
-
-
-def add_parser(kinds: argparse._SubParsersAction) -> None:
-    parser = kinds.add_parser(
-        "notebook", help="an executed notebook as one self-contained, offline HTML file"
-    )
-    parser.add_argument("notebook", type=Path, metavar="NOTEBOOK", help="an executed .ipynb")
-    parser.add_argument("--out", type=Path, required=True, metavar="FILE", help="the HTML file")
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    export_html(args.notebook, args.out)
-    print(f"wrote {args.out}")
-    return 0

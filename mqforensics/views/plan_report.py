@@ -69,15 +69,23 @@ class _Section:
     blocks: list[_Block] = field(default_factory=list)
 
 
+# A system's `hide_target(target, salt)` (`mqforensics.spec`): a plan action's target with what
+# it holds beyond plain addresses (e.g. Cyrus userids and mailbox names) pseudonymised.
+HideTarget = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
 def render_text(
     plan: Plan,
     journal: list[dict[str, Any]] | None = None,
     *,
     reveal: bool = False,
     salt: str = "",
+    hide_target: HideTarget | None = None,
 ) -> str:
+    """The report as plain text. `hide_target` is the plan's system's (None: only plain
+    addresses are pseudonymised)."""
     show = _shower(reveal, salt)
-    title, sections = _build(plan, journal, _target_hider(plan, reveal, salt))
+    title, sections = _build(plan, journal, _target_hider(hide_target, reveal, salt))
     out = [show(title), "=" * len(show(title))]
     for section in sections:
         out += ["", section.title, "-" * len(section.title)]
@@ -92,8 +100,10 @@ def render_html(
     *,
     reveal: bool = False,
     salt: str = "",
+    hide_target: HideTarget | None = None,
 ) -> str:
-    title, body = render_html_body(plan, journal, reveal=reveal, salt=salt)
+    """The report as a self-contained HTML page; `hide_target` as for `render_text`."""
+    title, body = render_html_body(plan, journal, reveal=reveal, salt=salt, hide_target=hide_target)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
@@ -109,15 +119,17 @@ def render_html_body(
     reveal: bool = False,
     salt: str = "",
     level: int = 1,
+    hide_target: HideTarget | None = None,
 ) -> tuple[str, str]:
     """(the escaped title, the HTML of the report's headings and sections): the page of
-    `render_html`, or a part of a larger report (`mqforensics.views.report`) at heading `level`."""
+    `render_html`, or a part of a larger report (`mqforensics.views.report`) at heading `level`;
+    `hide_target` as for `render_text`."""
     show = _shower(reveal, salt)
 
     def esc(text: str) -> str:
         return html.escape(show(text), quote=True)
 
-    title, sections = _build(plan, journal, _target_hider(plan, reveal, salt))
+    title, sections = _build(plan, journal, _target_hider(hide_target, reveal, salt))
     body = [f"<h{level}>{esc(title)}</h{level}>"]
     for section in sections:
         body.append(f"<h{level + 1}>{html.escape(section.title)}</h{level + 1}>")
@@ -193,17 +205,12 @@ def _html_block(block: _Block, esc: Callable[[str], str]) -> str:
 _Hider = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def _target_hider(plan: Plan, reveal: bool, salt: str) -> _Hider:
+def _target_hider(hide_target: HideTarget | None, reveal: bool, salt: str) -> _Hider:
     """What pseudonymises the plan's targets beyond plain addresses (e.g. Cyrus userids and
-    mailbox names): the system's `hide_target`, from the registry."""
-    from mqforensics import systems
-
-    function = None
-    if plan.system in systems.names():
-        function = systems.get(plan.system).hide_target
-    if reveal or function is None:
+    mailbox names): the system's `hide_target` its caller passed, with the salt."""
+    if reveal or hide_target is None:
         return lambda target: target
-    return lambda target: function(target, salt)
+    return lambda target: hide_target(target, salt)
 
 
 def _build(

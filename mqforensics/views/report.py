@@ -1,4 +1,5 @@
-"""`mqforensics report html`: audits, plans and validations in one self-contained HTML file.
+"""The report behind `mqforensics report html`: audits, plans and validations in one
+self-contained HTML file.
 
 An auditor archives this file: it holds everything it shows (inline CSS, plots as ``data:``
 PNGs, no script, no external reference of any kind), so it reads the same offline in ten years.
@@ -7,11 +8,13 @@ Each input is a directory the other commands wrote: an audit's (``findings.json`
 Every text shown is pseudonymised unless ``--reveal-addresses``, escaped, and cleared of
 credentials by `credentials.mask_secrets` (``scheme://user:secret@`` becomes
 ``scheme://[hidden]@``).
+
+This module consults no system registry and parses no command line: its caller (the command-line
+edge, `mqforensics.cli`) passes the registry's functions down (`find_check`, `hide_target_of`).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import html
 import json
@@ -21,16 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics import __version__
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import InputError
 from mqforensics.findings import SEVERITIES
 from mqforensics.privacy import pseudonymize_text
+from mqforensics.version import __version__
 
 if TYPE_CHECKING:  # pandas is imported where a report is rendered: `mqforensics` starts quicker
     import pandas as pd
 
+    from mqforensics.views.plan_report import HideTarget
+
 ROWS_PER_CHECK = 500
+
+# (system, check name) -> that system's `Check` (with .what, .why, .todo), None when unknown.
+FindCheck = Callable[[str, str], Any | None]
+# system name -> that system's `hide_target(target, salt)`, None when it has none.
+HideTargetOf = Callable[[str], "HideTarget | None"]
 
 
 @dataclass
@@ -91,8 +101,16 @@ def _json_file(path: Path, kind: type) -> Any:
 class _Page:
     """The HTML being written, with the one text filter every shown string goes through."""
 
-    def __init__(self, reveal: bool) -> None:
+    def __init__(
+        self,
+        reveal: bool,
+        *,
+        find_check: FindCheck | None = None,
+        hide_target_of: HideTargetOf | None = None,
+    ) -> None:
         self.reveal = reveal
+        self.find_check = find_check
+        self.hide_target_of = hide_target_of
         self.parts: list[str] = []
         self.images = 0
 
@@ -145,11 +163,21 @@ def _number(value: Any) -> str:
     return cell_text(value)
 
 
-def render(inputs: list[ReportInput], *, title: str, reveal: bool = False) -> str:
-    """The whole report as one HTML document."""
+def render(
+    inputs: list[ReportInput],
+    *,
+    title: str,
+    reveal: bool = False,
+    find_check: FindCheck | None = None,
+    hide_target_of: HideTargetOf | None = None,
+) -> str:
+    """The whole report as one HTML document. `find_check(system, check)` gives the `Check` whose
+    texts (what, why, what to do) a verdict card shows (None: no description);
+    `hide_target_of(system)` the `hide_target` a plan's targets go through (None: only plain
+    addresses are pseudonymised)."""
     from mqforensics.views.plan_report import CSS
 
-    page = _Page(reveal)
+    page = _Page(reveal, find_check=find_check, hide_target_of=hide_target_of)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     page.add(f"<h1>{page.show(title)}</h1>")
     privacy = (
@@ -161,7 +189,7 @@ def render(inputs: list[ReportInput], *, title: str, reveal: bool = False) -> st
     _verdict_section(page, inputs)
     page.add("<h2>Inputs</h2>")
     page.table(
-        ["kind", "directory", "summary"], [[i.kind, str(i.path), _summary(i)] for i in inputs]
+        ["kind", "directory", "summary"], [[i.kind, str(i.path), summary_of(i)] for i in inputs]
     )
     renderers: dict[str, Callable[[_Page, ReportInput], None]] = {
         "findings": _findings_section,
@@ -191,15 +219,16 @@ _EXTRA_CSS = (
 )
 
 
-def _summary(item: ReportInput) -> str:
+def summary_of(item: ReportInput) -> str:
+    """One line on what `item` holds: its findings, its plan or its validation."""
     if item.kind == "findings":
         from mqforensics.views.plots import plural
 
-        systems = sorted({str(r.get("system")) for r in item.rows if r.get("system")}) or ["-"]
+        names = sorted({str(r.get("system")) for r in item.rows if r.get("system")}) or ["-"]
         if not item.rows:
             return "no findings"
         return (
-            f"{plural(len(item.rows), 'finding')} ({', '.join(systems)}), worst {_worst(item.rows)}"
+            f"{plural(len(item.rows), 'finding')} ({', '.join(names)}), worst {_worst(item.rows)}"
         )
     if item.kind == "plan":
         from mqforensics.views.plan_report import summary_line
@@ -290,7 +319,7 @@ def _verdict_section(page: _Page, inputs: list[ReportInput]) -> None:
         _audit_verdict(page, item, named=len(audits) > 1)
     for item in inputs:
         if item.kind == "plan":
-            page.add(f"<p>Plan {page.show(item.path)}: {page.show(_summary(item))}.</p>")
+            page.add(f"<p>Plan {page.show(item.path)}: {page.show(summary_of(item))}.</p>")
         elif item.kind == "validation":
             failed = _failed_expectations(item)
             status = "bad" if failed else "ok"
@@ -336,11 +365,11 @@ def _audit_verdict(page: _Page, item: ReportInput, *, named: bool) -> None:
 
 def _check_card(page: _Page, summary: CheckSummary) -> str:
     """One check's verdict: its name and counts, what it detects, why it matters, what to do
-    (the texts of the system's `Check` in the registry)."""
-    from mqforensics import systems
+    (the texts of the system's `Check`, as the page's `find_check` gives it)."""
     from mqforensics.views.plots import size_text as _size
 
-    check = systems.find_check(summary.system, summary.check) if summary.system else None
+    find = page.find_check
+    check = find(summary.system, summary.check) if summary.system and find else None
     facts = [
         _plural(summary.findings, "finding"),
         f"worst severity {summary.severity}",
@@ -452,7 +481,10 @@ def _plan_section(page: _Page, item: ReportInput) -> None:
     )
     page.add(f"<h2>Plan: {page.show(item.path)}</h2>")
     page.figure(plan_overview(actions, title=item.path.name or "plan"), "plan actions per kind")
-    _, body = render_html_body(item.plan, item.journal, reveal=page.reveal, level=3)
+    hide_target = page.hide_target_of(item.plan.system) if page.hide_target_of else None
+    _, body = render_html_body(
+        item.plan, item.journal, reveal=page.reveal, level=3, hide_target=hide_target
+    )
     page.add(body)
 
 
@@ -480,13 +512,21 @@ def _validation_section(page: _Page, item: ReportInput) -> None:
 
 
 def write_report(
-    inputs: list[Path], out: Path, *, title: str = "mqforensics report", reveal: bool = False
+    inputs: list[Path],
+    out: Path,
+    *,
+    title: str = "mqforensics report",
+    reveal: bool = False,
+    find_check: FindCheck | None = None,
+    hide_target_of: HideTargetOf | None = None,
 ) -> list[ReportInput]:
     """Render `inputs` into `out` atomically (a temporary file renamed over it); `out`'s
-    directory must exist (`check_out_file`)."""
+    directory must exist (`check_out_file`). `find_check` and `hide_target_of` as for `render`."""
     check_out_file(out)
     loaded = [item for path in inputs for item in load_input(path)]
-    document = render(loaded, title=title, reveal=reveal)
+    document = render(
+        loaded, title=title, reveal=reveal, find_check=find_check, hide_target_of=hide_target_of
+    )
     from mqforensics.retention.manifest import write_atomically
 
     write_atomically(out, document.encode("utf-8"))
@@ -506,31 +546,3 @@ def check_out_file(out: Path) -> None:
         raise ConfigError(f"--out {out}: {directory} is not a directory")
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give the file to write")
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-
-def add_parser(kinds: argparse._SubParsersAction) -> None:
-    parser = kinds.add_parser(
-        "html", help="audits, plans and validations in one self-contained HTML file"
-    )
-    parser.add_argument(
-        "inputs", nargs="+", type=Path, metavar="DIR",
-        help="an audit's --out (findings.json), a plan directory, a validation's --out",
-    )  # fmt: skip
-    parser.add_argument("--out", type=Path, required=True, metavar="FILE", help="the HTML file")
-    parser.add_argument("--title", default="mqforensics report", help="the report's title")
-    parser.add_argument(
-        "--reveal-addresses", action="store_true",
-        help="show mail addresses as they are (default: pseudonymised)",
-    )  # fmt: skip
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    loaded = write_report(args.inputs, args.out, title=args.title, reveal=args.reveal_addresses)
-    for item in loaded:
-        print(f"{item.kind:<10} {mask_secrets(str(item.path))}: {_summary(item)}")
-    print(f"wrote {args.out}")
-    return 0

@@ -34,7 +34,7 @@ def test_demo_runs_through_spark_connect_with_our_data_sources(spark_connect, tm
 def test_cyrus_fleet_audit_runs_through_spark_connect(spark_connect, tmp_path):
     from pathlib import Path
 
-    from mqforensics.systems.cyrus import audit, checks
+    from mqforensics.systems.cyrus import database, dbchecks
 
     data = Path(__file__).resolve().parents[1] / "data" / "cyrus"
     inputs = [
@@ -50,7 +50,7 @@ def test_cyrus_fleet_audit_runs_through_spark_connect(spark_connect, tmp_path):
     )  # fmt: skip
     assert result.returncode == 1, result.stderr  # the skiplist fixture lacks a RACL key
     rows = json.loads((tmp_path / "findings.json").read_text())
-    expected = [f for path in inputs for f in checks.run_checks(audit.load(path))]
+    expected = [f for path in inputs for f in dbchecks.run_checks(database.read_database(path))]
     assert sorted((r["check"], r["subject"], r["detail"]["file"]) for r in rows) == sorted(
         (f.check, f.subject, str(Path(f.detail["file"]).resolve())) for f in expected
     )

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics import credentials
+from mqforensics import api, credentials
 from mqforensics.cli import main
 from mqforensics.credentials import is_secret_name, mask_secrets
 from mqforensics.errors import ConfigError, InputError, explain
-from mqforensics.views import notebook_sources
 from tests.credential_runs import assert_nowhere, files_under, run_in_one_spark
 
 SECRET = "S3cr3tPlant3d"
@@ -352,6 +351,11 @@ NOTEBOOK_SOURCES = [
 ]
 
 
+def _notebook_audit(system: str, out: Path, source: dict | None = None) -> None:
+    """What a notebook's audit cell runs, with its parameters cell's `SOURCE`."""
+    api.audit(system, **api.notebook_keywords(system, source, out=out))
+
+
 @pytest.mark.parametrize(("system", "arguments", "option"), NOTEBOOK_SOURCES)
 def test_a_credential_in_a_notebook_source_variable_is_refused(
     system, arguments, option, tmp_path, capsys, monkeypatch, no_spark
@@ -359,28 +363,38 @@ def test_a_credential_in_a_notebook_source_variable_is_refused(
     variable = f"MQF_{system.upper()}_ARGS"
     monkeypatch.setenv(variable, arguments)
     with pytest.raises(ConfigError) as caught:
-        notebook_sources.audit(None, system, tmp_path / "out")
+        _notebook_audit(system, tmp_path / "out")
+    captured = capsys.readouterr()
+    assert_nowhere(SECRET, [str(caught.value), captured.out, captured.err], tmp_path)
+    assert not (tmp_path / "out").exists() and no_spark == []
+    assert "credentials in an option are refused" in caught.value.message
     assert caught.value.message.startswith(f"{variable}: {option}")
-    assert "credentials on the command line are refused" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("system", "source", "keyword"),
+    [
+        ("james", {"cassandra": f"u:{SECRET}@h"}, "cassandra"),
+        ("slimta", {"redis": f"redis://:{SECRET}@10.0.0.5:6379/0"}, "redis"),
+        ("cyrus", {"inputs": [f"s3://u:{SECRET}@h/mailboxes.db"]}, "inputs"),
+    ],
+)
+def test_a_credential_in_a_notebook_source_parameter_is_refused_unprinted(
+    system, source, keyword, tmp_path, capsys, monkeypatch, no_spark
+) -> None:
+    monkeypatch.delenv(f"MQF_{system.upper()}_ARGS", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        _notebook_audit(system, tmp_path / "out", source)
+    assert caught.value.message.startswith(keyword)
+    assert "credentials in an option are refused" in caught.value.message
     captured = capsys.readouterr()
     assert_nowhere(SECRET, [str(caught.value), captured.out, captured.err], tmp_path)
     assert not (tmp_path / "out").exists() and no_spark == []
 
 
-def test_a_notebook_plan_command_with_a_credential_is_refused_unprinted(
-    tmp_path, capsys, no_spark
-) -> None:
-    argv = ["plan", "james", "--policy", POLICY, "--cassandra", f"u:{SECRET}@h",
-            "--out", str(tmp_path / "plan")]  # fmt: skip
-    with pytest.raises(ConfigError, match="--cassandra"):
-        notebook_sources.run_command(argv)
-    captured = capsys.readouterr()
-    assert_nowhere(SECRET, [captured.out, captured.err], tmp_path)
-
-
 def test_errors_and_output_of_any_command_are_masked(tmp_path, capsys, monkeypatch) -> None:
     """Whatever a command prints, and an error that is not ours, with or without --debug."""
-    from mqforensics import demo
+    from mqforensics.cli import demo
 
     url = f"http://k:{SECRET}@127.0.0.1:1/b?X-Amz-Signature={SECRET}"
 

@@ -17,7 +17,7 @@ from mqforensics.privacy import pseudonymize_address
 from mqforensics.runner import out_kept_on_failure
 from mqforensics.sources.reachable import check_reachable
 from mqforensics.subjects import KEY_FILE
-from mqforensics.systems.cyrus.audit import looks_binary, sniff
+from mqforensics.systems.cyrus.database import looks_binary, sniff
 from mqforensics.systems.james.snapshot import check_parquet
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyrus"

@@ -1,83 +1,157 @@
-"""How notebooks name their source: the environment becomes the audit command's own arguments."""
+"""How notebooks name their source: the parameters cell's values, or the environment, become the
+keywords of `mqforensics.audit` (`api.notebook_keywords`); ``MQF_<SYSTEM>_ARGS`` is parsed into the
+system's typed options without argparse (`api.configured_options`)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
 
+from mqforensics import api
 from mqforensics.errors import ConfigError
-from mqforensics.views import notebook_sources as sources
+
+SECRET = "S3cr3tPlant3d"
+VARIABLES = ("MQF_AS_OF", "MQF_REVEAL_ADDRESSES", "MQF_NOTEBOOK_OUT", "MQF_POLICY")
 
 
-def test_configured_arguments_are_shell_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True)
+def _no_notebook_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*VARIABLES, *(f"MQF_{s.upper()}_ARGS" for s in api.names())):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_configured_options_are_shell_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MQF_SLIMTA_ARGS", "--disk '/var/spool/my queue/env' --retry-maximum 5")
-    assert sources.configured_args("slimta") == [
-        "--disk",
-        "/var/spool/my queue/env",
-        "--retry-maximum",
-        "5",
-    ]
+    options = api.configured_options("slimta")
+    assert options is not None
+    assert options.disk == Path("/var/spool/my queue/env") and options.retry_maximum == 5
+    monkeypatch.setenv("MQF_LOGQUEUE_ARGS", "/q1 '/q 2' --retry-horizon 2d")
+    options = api.configured_options("logqueue")
+    assert options is not None
+    assert options.dirs == [Path("/q1"), Path("/q 2")]
+    assert options.retry_horizon == dt.timedelta(days=2)
+
+
+def test_an_empty_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MQF_SLIMTA_ARGS", "   ")
-    assert sources.configured_args("slimta") is None
+    assert api.configured_options("slimta") is None
+    assert api.notebook_keywords("slimta")["sample"] is True
+    monkeypatch.setenv("MQF_SLIMTA_ARGS", "")
+    assert api.configured_options("slimta") is None
+
+
+def test_bad_quoting_is_an_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MQF_SLIMTA_ARGS", "--disk 'unclosed")
     with pytest.raises(ConfigError, match="MQF_SLIMTA_ARGS is not shell-quoted"):
-        sources.configured_args("slimta")
+        api.configured_options("slimta")
+    with pytest.raises(ConfigError, match="MQF_SLIMTA_ARGS is not shell-quoted"):
+        api.notebook_keywords("slimta")
 
 
-def test_arguments_are_parsed_by_the_audit_command_itself(tmp_path: Path) -> None:
-    args = sources.parse_audit_args(
-        "logqueue", ["/q1", "/q2", "--out", str(tmp_path), "--as-of", "2027-01-21T08:00:00Z"]
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ("--snapshot x --stuck-after", r"^MQF_JAMES_ARGS: --stuck-after needs a value"),
+        ("--snapshot x --stuck-afterr 1d", r"^MQF_JAMES_ARGS: unknown option --stuck-afterr"),
+        ("--snapshot x --scan=yes", r"^MQF_JAMES_ARGS: --scan takes no value"),
+    ],
+)
+def test_a_wrong_flag_is_an_error_naming_the_variable_and_the_flag(
+    arguments: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One ConfigError naming both, not a SystemExit in the kernel.
+    monkeypatch.setenv("MQF_JAMES_ARGS", arguments)
+    with pytest.raises(ConfigError) as caught:
+        api.notebook_keywords("james")
+    assert re.match(message, caught.value.message), caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("system", "arguments", "flag"),
+    [
+        ("james", f"--cassandra audit:{SECRET}@cass1:9042", "--cassandra"),
+        ("slimta", f"--redis redis://:{SECRET}@10.0.0.5:6379/0", "--redis"),
+    ],
+)
+def test_a_credential_in_the_variable_is_refused(
+    system: str, arguments: str, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    variable = f"MQF_{system.upper()}_ARGS"
+    monkeypatch.setenv(variable, arguments)
+    with pytest.raises(ConfigError) as caught:
+        api.notebook_keywords(system)
+    assert caught.value.message.startswith(f"{variable}: {flag}")
+    assert "credentials in an option are refused" in caught.value.message
+    assert SECRET not in str(caught.value)
+
+
+def test_the_parameters_become_the_audit_keywords(tmp_path: Path) -> None:
+    source = {"queue_dir": ["mx1=/var/spool/postfix"], "config_dir": "/etc/postfix"}
+    keywords = api.notebook_keywords(
+        "postfix", source, as_of="2027-01-21T08:00:00Z", reveal_addresses=True, out=tmp_path
     )
-    assert [str(d) for d in args.dirs] == ["/q1", "/q2"]
-    assert args.as_of == dt.datetime(2027, 1, 21, 8, tzinfo=dt.UTC)
-    assert args.reveal_addresses is False
-    # A usage error is one ConfigError naming the variable, not a SystemExit in the kernel.
-    with pytest.raises(ConfigError, match=r"MQF_JAMES_ARGS: .*--stuck-after"):
-        sources.parse_audit_args("james", ["--snapshot", "x", "--out", "o", "--stuck-after"])
+    assert keywords == {
+        **source,
+        "as_of": "2027-01-21T08:00:00Z",
+        "reveal_addresses": True,
+        "out": tmp_path,
+        # The policy a notebook plans with is the one the audit looks for data subjects of.
+        "erasure_policy": api.DATASETS / "postfix" / "sample" / "policy.toml",
+    }
+    # No source: the bundled sample, at its own instant, written under out/notebooks/<system>.
+    keywords = api.notebook_keywords("postfix")
+    assert keywords["sample"] is True and "as_of" not in keywords
+    assert keywords["reveal_addresses"] is False
+    assert keywords["out"] == api.CHECKOUT / "out" / "notebooks" / "postfix"
 
 
-def test_the_environment_decides_reveal_as_of_and_output(
+def test_the_environment_overrides_the_parameters(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("MQF_REVEAL_ADDRESSES", raising=False)
-    monkeypatch.delenv("MQF_AS_OF", raising=False)
-    monkeypatch.setenv("MQF_NOTEBOOK_OUT", str(tmp_path))
-    assert sources.output_dir("cyrus") == tmp_path / "cyrus"
-    common = sources._common(["db"], tmp_path, sample_as_of=None, policy=None)
-    assert common == ["db", "--out", str(tmp_path)]
-    monkeypatch.setenv("MQF_REVEAL_ADDRESSES", "1")
+    monkeypatch.setenv("MQF_POSTFIX_ARGS", "--queue-dir /spool/a --hold-age 2d")
     monkeypatch.setenv("MQF_AS_OF", "2026-01-01T00:00:00Z")
-    common = sources._common(["db"], tmp_path, sample_as_of="2027-01-01T00:00:00Z", policy=None)
-    assert common[-3:] == ["--as-of", "2026-01-01T00:00:00Z", "--reveal-addresses"]
-    # The policy a notebook plans with is the one the audit looks for data subjects of.
-    policy = sources.policy_file("james")
-    common = sources._common([], tmp_path, sample_as_of=None, policy=policy)
-    assert common[2:4] == ["--erasure-policy", str(policy)] and policy.is_file()
-    missing = tmp_path / "none.toml"
-    assert "--erasure-policy" not in sources._common(
-        [], tmp_path, sample_as_of=None, policy=missing
-    )
+    monkeypatch.setenv("MQF_REVEAL_ADDRESSES", "1")
+    monkeypatch.setenv("MQF_NOTEBOOK_OUT", str(tmp_path))
+    keywords = api.notebook_keywords("postfix", {"queue_dir": ["/spool/b"]}, as_of="2027-01-01")
+    options = keywords.pop("options")
+    assert options.queue_dir == ["/spool/a"] and options.hold_age == dt.timedelta(days=2)
+    assert "queue_dir" not in keywords and "sample" not in keywords
+    assert keywords["as_of"] == "2026-01-01T00:00:00Z" and keywords["reveal_addresses"] is True
+    # MQF_NOTEBOOK_OUT and MQF_POLICY are the defaults of OUT and POLICY, not overrides.
+    assert keywords["out"] == tmp_path / "postfix"
+    assert api.notebook_keywords("postfix", out=tmp_path / "mine")["out"] == tmp_path / "mine"
+    policy = tmp_path / "policy.toml"
+    policy.write_text("")
+    monkeypatch.setenv("MQF_POLICY", str(policy))
+    assert api.notebook_keywords("postfix")["erasure_policy"] == policy
+    assert api.notebook_policy("postfix", "other.toml") == Path("other.toml")
+    # A policy file that is not there is not looked for (a plan names it, and fails then).
+    monkeypatch.setenv("MQF_POLICY", str(tmp_path / "none.toml"))
+    assert "erasure_policy" not in api.notebook_keywords("postfix")
 
 
 def test_a_previous_plan_is_replaced_but_nothing_else(tmp_path: Path) -> None:
-    policy = sources.DATASETS / "logqueue" / "sample" / "policy.toml"
-    queue = sources.DATASETS / "logqueue" / "sample" / "inbound"
+    import shutil
+
+    queue = tmp_path / "inbound"
+    shutil.copytree(api.DATASETS / "logqueue" / "sample" / "inbound", queue)
+    policy = api.DATASETS / "logqueue" / "sample" / "policy.toml"
+    audit = api.audit("logqueue", dirs=[queue], out=tmp_path / "audit")
     out = tmp_path / "plan"
-    argv = ["plan", "logqueue", str(queue), "--policy", str(policy), "--out", str(out)]
-    assert sources.run_command(argv) == 0
+    audit.plan(policy=policy, out=out)
     (out / "report.txt").write_text("an earlier review")
-    assert sources.run_command(argv, replace_plan=True) == 0
+    audit.plan(policy=policy, out=out, replace=True)
     assert (out / "plan.json").is_file() and not (out / "report.txt").exists()
     (out / "journal.jsonl").write_text("")  # a purge ran: the plan is evidence now
     with pytest.raises(ConfigError, match="is not an unused plan"):
-        sources.run_command(argv, replace_plan=True)
+        audit.plan(policy=policy, out=out, replace=True)
     assert (out / "plan.json").exists()
     other = tmp_path / "notes"
     other.mkdir()
     (other / "keep.txt").write_text("mine")
-    argv[-1] = str(other)
     with pytest.raises(ConfigError, match="is not an unused plan"):
-        sources.run_command(argv, replace_plan=True)
+        audit.plan(policy=policy, out=other, replace=True)
     assert (other / "keep.txt").read_text() == "mine"

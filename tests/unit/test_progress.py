@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from mqforensics.api import DATASETS
 from mqforensics.cli import main
 from mqforensics.purge.engine import run_purge
 from mqforensics.views import progress
-from mqforensics.views.notebook_sources import DATASETS
 from tests.unit.test_purge_engine import PLANNED, STORE, DictExecutor, make_plan
 
 REPO = Path(__file__).resolve().parents[2]

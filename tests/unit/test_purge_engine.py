@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from mqforensics import cli
+from mqforensics.api import system_of_plan
 from mqforensics.errors import (
     AuthenticationFailed,
     ConfigError,
@@ -32,10 +33,11 @@ from mqforensics.errors import (
     ServerUnavailable,
 )
 from mqforensics.purge import engine, faults, retry
-from mqforensics.purge.engine import Operations, Verdict, executors_for, run_purge
+from mqforensics.purge.contract import Operations, TargetChanged, Verdict
+from mqforensics.purge.engine import run_purge
 from mqforensics.purge.journal import Journal, read_journal
 from mqforensics.retention.manifest import Action, Plan, approve, read_plan, write_plan
-from mqforensics.retention.policy import load_policy
+from mqforensics.systems import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
 KIND = "fake.delete"
@@ -133,7 +135,7 @@ class DictExecutor:
         removed = 0
         if ops.destructive("delete", functools.partial(self.check, action)):
             if self.store.get(key) != action.precondition["content"]:  # a conditional delete
-                raise engine.TargetChanged(f"{key} changed between the check and the delete")
+                raise TargetChanged(f"{key} changed between the check and the delete")
             del self.store[key]
             ops.completed("delete")
             removed = 1
@@ -540,11 +542,12 @@ def test_executors_are_found_by_the_plans_system(
 ) -> None:
     plan = make_plan(tmp_path, PLANNED)
     register_fake_system(monkeypatch)
-    (executor,) = executors_for(plan, argparse_namespace())
+    spec = system_of_plan(plan)
+    (executor,) = spec.executors(plan, spec.purge_options())
     assert isinstance(executor, DictExecutor)
     unknown = make_plan(tmp_path, PLANNED, system="nosuch", name="unknown")
     with pytest.raises(ConfigError, match="no purger for system 'nosuch'"):
-        executors_for(unknown, argparse_namespace())
+        system_of_plan(read_plan(unknown.directory))
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -561,24 +564,17 @@ def build_fake_executors(plan: Plan, args: Any) -> list[DictExecutor]:
 def register_fake_system(monkeypatch: pytest.MonkeyPatch) -> None:
     """The system ``fake`` in the registry, with nothing but its executors (this file's)."""
     from mqforensics import systems
-    from mqforensics.spec import PlanParts, System
+    from mqforensics.spec import NoPurgeOptions, PlanParts, System
 
     def unused(*_args: Any) -> Any:
         raise AssertionError("not part of these tests")
 
     spec = System(
-        name="fake", title="fake store", add_source_options=lambda parser: None,
-        check_inputs=unused, load=unused, settings=unused, checks=(),
-        plan=lambda *_args: PlanParts(), rule_kinds=(), executors=build_fake_executors,
+        name="fake", title="fake store", options=NoPurgeOptions, load=unused, settings=unused,
+        checks=(), plan=lambda *_args: PlanParts(), rule_kinds=(), executors=build_fake_executors,
     )  # fmt: skip
     monkeypatch.setitem(systems.SYSTEMS, "fake", "")
     monkeypatch.setitem(systems._loaded, "fake", spec)
-
-
-def argparse_namespace() -> Any:
-    import argparse
-
-    return argparse.Namespace(cassandra=None, s3_endpoint=None, consistency="LOCAL_QUORUM")
 
 
 def test_the_purge_command(
@@ -638,7 +634,8 @@ import json
 import sys
 from pathlib import Path
 
-from mqforensics.purge.engine import Verdict, run_purge
+from mqforensics.purge.contract import Verdict
+from mqforensics.purge.engine import run_purge
 from mqforensics.retention.manifest import read_plan
 
 

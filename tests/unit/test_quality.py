@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,31 @@ def test_a_frame_is_held_persisted_and_a_small_one_as_one_partition(
         pass
     assert quality._is_cached(frame)
     frame.unpersist()
+
+
+def test_every_suite_names_a_schema_the_code_defines():
+    """A suite's ``meta.schema`` says where its frame's columns are declared; a module or a
+    constant renamed without its suites would leave a reader of the suite nowhere to look."""
+    import importlib
+    from pathlib import Path
+
+    suites = Path(__file__).resolve().parents[2] / "expectations"
+    unresolved = []
+    for path in sorted(suites.glob("*.json")):
+        text = json.dumps(json.loads(path.read_text()))
+        for reference in re.findall(r'"schema": "(mqforensics\.[A-Za-z0-9_.]+)"', text):
+            parts = reference.split(".")
+            for end in range(len(parts) - 1, 0, -1):
+                try:
+                    found: object = importlib.import_module(".".join(parts[:end]))
+                except ImportError:
+                    continue
+                try:
+                    for name in parts[end:]:
+                        found = getattr(found, name)
+                except AttributeError:
+                    unresolved.append(f"{path.name}: {reference}")
+                break
+            else:
+                unresolved.append(f"{path.name}: {reference}")
+    assert unresolved == []

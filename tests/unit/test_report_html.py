@@ -272,3 +272,39 @@ def test_an_export_drops_spark_log_lines_from_stderr_and_keeps_the_rest() -> Non
         ("stderr", "a real problem\n"),
         ("stdout", "25/11/25 12:00:03 WARN kept on stdout\n"),
     ]
+
+
+def test_write_report_uses_the_find_check_and_hide_target_of_it_is_given(tmp_path: Path) -> None:
+    # The view consults no registry: the check texts and the plan's target hider come from its
+    # caller (the command line passes the registry's).
+    from types import SimpleNamespace
+
+    from mqforensics.views.report import summary_of, write_report
+    from tests.unit.test_retention_report import make_plan
+
+    audit = _audit(tmp_path, [_finding("stuck_mail", "error")])
+    plan = make_plan(tmp_path / "plan", count=2)
+    texts = SimpleNamespace(what="WHAT-TEXT", why="WHY-TEXT", todo="TODO-TEXT")
+    asked: list[tuple[str, ...]] = []
+
+    def find_check(system: str, check: str):
+        asked.append((system, check))
+        return texts if check == "stuck_mail" else None
+
+    def hide_target_of(system: str):
+        asked.append((system,))
+        return lambda target, salt: {**target, "key": "HIDDEN-KEY"} if "key" in target else target
+
+    out = tmp_path / "given.html"
+    loaded = write_report([audit, plan], out, find_check=find_check, hide_target_of=hide_target_of)
+    page = out.read_text()
+    assert ("james", "stuck_mail") in asked and ("james",) in asked
+    assert all(text in page for text in ("WHAT-TEXT", "WHY-TEXT", "TODO-TEXT"))
+    assert "blob-000" not in page and "HIDDEN-KEY" in page
+    assert [item.kind for item in loaded] == ["findings", "plan"]
+    assert summary_of(loaded[0]) == "1 finding (james), worst error"
+    out = tmp_path / "none.html"
+    write_report([audit, plan], out)
+    page = out.read_text()
+    assert "stuck_mail is not a check of this version&#x27;s james system" in page
+    assert "WHAT-TEXT" not in page and "blob-000" in page

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mqforensics import systems
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.retention.policy import Policy, Rule, load_policy, rule_kinds, subject_hash
+from mqforensics.retention.policy import Policy, Rule, merged_rule_kinds, subject_hash
+from mqforensics.systems import load_policy
 
 ALICE_HASH = hashlib.sha256(b"alice@example.org").hexdigest()
 BOB_HASH = hashlib.sha256(b"bob@example.net").hexdigest()
@@ -232,7 +234,7 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
     assert policy.rules_of("erase_subject", "james") == [b]
     assert policy.rules_of("orphaned_blobs", "james") == []
     # The kinds come from the registered systems; erase_subject is everyone's.
-    assert set(rule_kinds()) == {
+    assert set(merged_rule_kinds(systems.rule_kinds())) == {
         "consumed_mail",
         "erase_subject",
         "orphaned_blobs",
@@ -245,7 +247,7 @@ def test_rules_of_selects_by_kind_and_system_in_file_order():
         "orphan_logs",
         "broker_reconcile",
     }
-    consumed = rule_kinds()["consumed_mail"]
+    consumed = merged_rule_kinds(systems.rule_kinds())["consumed_mail"]
     assert (consumed.keys, consumed.needs_older_than, consumed.queueless) == (
         ("older_than",),
         True,

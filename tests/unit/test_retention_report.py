@@ -10,7 +10,12 @@ from mqforensics.cli import main
 from mqforensics.privacy import pseudonymize_address
 from mqforensics.retention.manifest import Action, Deferred, approve, read_plan, write_plan
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.views.plan_report import render_html, render_text, summary_line
+from mqforensics.views.plan_report import (
+    render_html,
+    render_html_body,
+    render_text,
+    summary_line,
+)
 
 POLICY = Policy(
     "policy.toml",
@@ -148,6 +153,24 @@ def test_addresses_are_pseudonymised_unless_revealed(tmp_path):
         shown = render(plan, journal, reveal=True)
         for address in ("alice@example.org", "bob@example.net", "carol@example.com"):
             assert address in shown
+
+
+def test_targets_go_through_the_hide_target_given_unless_revealed(tmp_path):
+    # The system's `hide_target` comes from the caller (the views consult no registry).
+    plan = read_plan(make_plan(tmp_path / "plan", count=2))
+    calls = []
+
+    def hide_target(target, salt):
+        calls.append(salt)
+        return {**target, "key": f"hidden-{salt}"} if "key" in target else target
+
+    for render in (render_text, render_html, lambda *a, **k: render_html_body(*a, **k)[1]):
+        assert "blob-000" in render(plan)  # none given: plain addresses only
+        hidden = render(plan, salt="s1", hide_target=hide_target)
+        assert "blob-000" not in hidden and "hidden-s1" in hidden
+        calls.clear()
+        shown = render(plan, salt="s1", reveal=True, hide_target=hide_target)
+        assert "blob-000" in shown and "hidden-" not in shown and calls == []
 
 
 def test_html_is_escaped_and_self_contained(tmp_path):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics import spark_archive
 from mqforensics.cli import main
-from mqforensics.spark_archive import driver_options, find_archive
+from mqforensics.spark import archive as spark_archive
+from mqforensics.spark.archive import driver_options, find_archive
 
 
 def mapped_archives(pid: int) -> set[str]:

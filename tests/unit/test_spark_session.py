@@ -68,7 +68,7 @@ def test_python_workers_import_the_installed_pyspark_not_sparks_archives(spark):
 def test_spark_archives_are_dropped_only_for_the_same_installed_pyspark(tmp_path):
     import zipfile
 
-    from mqforensics.spark_daemon import unarchived_path
+    from mqforensics.spark.daemon import unarchived_path
 
     installed = tmp_path / "site-packages"
     (installed / "pyspark").mkdir(parents=True)

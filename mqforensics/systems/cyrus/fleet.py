@@ -1,13 +1,14 @@
 """Spark readers over a fleet of Cyrus `mailboxes.db` files (one backend's file per partition).
 
 Two Python data sources, each planning one partition per input file and reading it with
-`audit.load`, so every input the audit accepts works (twoskip, skiplist, ``show``, ``flat`` and
-batch ``SHOW`` dumps; a ``ctl_mboxlist -d`` JSON dump has entries but no key/value records):
+`database.read_database`, so every input the audit accepts works (twoskip, skiplist, ``show``,
+``flat`` and batch ``SHOW`` dumps; a ``ctl_mboxlist -d`` JSON dump has entries but no key/value
+records):
 
 - ``cyrus_fleet`` (`read_fleet`): one row per file (`FLEET`): what it is (format, size,
   SHA-256, record, mailbox and problem counts) and, computed in the same task from the one read,
-  the findings of every per-file check (`checks.run_checks`, as `findings.SCHEMA` structs) and
-  every ACL entry (`checks.acl_report`). `read_fleet` computes it at once, and the canonical
+  the findings of every per-file check (`dbchecks.run_checks`, as `findings.SCHEMA` structs) and
+  every ACL entry (`dbchecks.acl_report`). `read_fleet` computes it at once, and the canonical
   frames (`CyrusFrames`: ``files``, ``findings``, ``acl``, ``sharing``) are views of it.
 - ``cyrus_mailboxes`` (`read_records`): one row per live record, `RECORDS`: ``seq`` is the
   record's 0-based position in its file (key order for twoskip/skiplist, file order for a dump);
@@ -30,7 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,46 +39,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
 from mqforensics.spark import computed
-from mqforensics.systems.cyrus import audit, checks, records
-from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus import dbchecks, records
+from mqforensics.systems.cyrus.database import Database, checked_paths, read_database
+from mqforensics.systems.cyrus.frames import ACL_FIELDS, FLEET, RECORDS, CyrusFrames
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-RECORDS = (
-    "file string, seq int, key binary, value binary, kind string, name string, user string, "
-    "namespace string"
-)
-FILES = (
-    "file string, format string, size bigint, sha256 string, records bigint, mailboxes bigint, "
-    "problems int, undecodable int, complete boolean, bare_userids bigint"
-)
-FINDING = (
-    "`check`: string, severity: string, system: string, queue: string, scope: string, "
-    "subject: string, observed_at: timestamp, bytes: bigint, detail: string"
-)
-ACL_FIELDS = (
-    ("mailbox", "string"),
-    ("owner", "string"),
-    ("identifier", "string"),
-    ("userid", "string"),
-    ("rights", "string"),
-    ("negative", "boolean"),
-    ("tombstone", "boolean"),
-    ("intermediate", "boolean"),
-    ("own_rights", "boolean"),
-    ("admin", "boolean"),
-    ("shown", "boolean"),
-    ("effective", "boolean"),
-    ("grantee_address", "string"),
-    ("owner_address", "string"),
-)
-ACL = ", ".join(f"{name}: {kind}" for name, kind in ACL_FIELDS)
-FLEET = f"{FILES}, findings array<struct<{FINDING}>>, acl array<struct<{ACL}>>"
-SHARING = (
-    "file string, owner string, mailbox string, grantee string, rights string, negative boolean, "
-    "effective boolean"
-)
 _STRINGS = {name for name, kind in ACL_FIELDS if kind == "string"}
 
 
@@ -109,7 +77,7 @@ def _paths(options: Any) -> list[str]:
 
 def _admins(options: Any) -> list[str]:
     admins = json.loads(options.get("admins") or "null")
-    return list(checks.DEFAULT_ADMINS) if admins is None else admins
+    return list(dbchecks.DEFAULT_ADMINS) if admins is None else admins
 
 
 def _text(value: str | None) -> str | None:
@@ -132,15 +100,15 @@ def record_rows(db: Database) -> Iterator[tuple]:
 
 def fleet_row(
     db: Database,
-    version: str = checks.DEFAULT_VERSION,
-    admins: Sequence[str] = checks.DEFAULT_ADMINS,
+    version: str = dbchecks.DEFAULT_VERSION,
+    admins: Sequence[str] = dbchecks.DEFAULT_ADMINS,
     as_of: dt.datetime | None = None,
     default_domain: str | None = None,
 ) -> tuple:
     """The `FLEET` row of one loaded input: what it is, its findings and its ACL entries."""
-    found = checks.run_checks(db, version, admins, as_of, default_domain)
-    acl = checks.acl_report(db.entries, admins, default_domain)
-    bare = checks.bare_userids(acl)
+    found = dbchecks.run_checks(db, version, admins, as_of, default_domain)
+    acl = dbchecks.acl_report(db.entries, admins, default_domain)
+    bare = dbchecks.bare_userids(acl)
     entries = len(db.entries) + len(db.undecodable)
     return (
         db.source,
@@ -171,7 +139,7 @@ class _FilesReader(DataSourceReader):
         return [FilePartition(path) for path in _paths(self.options)]
 
     def read(self, partition: FilePartition) -> Iterator[tuple]:  # type: ignore[override]
-        yield from self.rows(audit.load(Path(partition.path)))
+        yield from self.rows(read_database(Path(partition.path)))
 
     def rows(self, db: Database) -> Iterator[tuple]:
         raise NotImplementedError
@@ -187,7 +155,7 @@ class CyrusFleetReader(_FilesReader):
         as_of = self.options.get("as_of")
         yield fleet_row(
             db,
-            self.options.get("version") or checks.DEFAULT_VERSION,
+            self.options.get("version") or dbchecks.DEFAULT_VERSION,
             _admins(self.options),
             dt.datetime.fromisoformat(as_of) if as_of else None,
             self.options.get("default_domain") or None,
@@ -232,7 +200,7 @@ def _checked(paths: Sequence[str | Path]) -> list[str]:
     """`paths` made absolute, each a readable file named once; InputError/ConfigError if not."""
     if isinstance(paths, str | Path):
         paths = [paths]
-    return [str(path.absolute()) for path in audit.checked_paths(paths)]
+    return [str(path.absolute()) for path in checked_paths(paths)]
 
 
 def _load(spark: SparkSession, source: type[DataSource], options: dict[str, str]) -> DataFrame:
@@ -246,67 +214,11 @@ def read_records(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     return _load(spark, CyrusMailboxesSource, {"paths": json.dumps(_checked(paths))})
 
 
-@dataclass
-class CyrusFrames:
-    """The canonical frames of an audited fleet, views of the one computed read (`fleet`):
-
-    - `files`: one row per input (`FILES`);
-    - `findings`: every per-file check's findings (`findings.SCHEMA`), which each `Check`
-      selects by name;
-    - `acl`: every ACL entry of every mailbox record, with ``file`` (`checks.acl_report`);
-    - `sharing`: who can see whose mailbox (`SHARING`), not pseudonymised;
-    - `records()`: every live key/value record (`read_records`, a second, lazy read).
-    """
-
-    spark: SparkSession
-    fleet: DataFrame
-    paths: list[str]
-    version: str = checks.DEFAULT_VERSION
-    admins: list[str] = field(default_factory=lambda: list(checks.DEFAULT_ADMINS))
-    default_domain: str | None = None
-
-    @property
-    def files(self) -> DataFrame:
-        return self.fleet.select(*(column.split()[0] for column in FILES.split(", ")))
-
-    @property
-    def findings(self) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        return self.fleet.select(F.explode("findings").alias("f")).select("f.*")
-
-    @property
-    def acl(self) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        return self.fleet.select("file", F.explode("acl").alias("a")).select("file", "a.*")
-
-    @property
-    def sharing(self) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        return self.acl.where(F.col("shown")).select(
-            "file",
-            "owner",
-            "mailbox",
-            F.col("userid").alias("grantee"),
-            "rights",
-            "negative",
-            "effective",
-        )
-
-    def records(self) -> DataFrame:
-        return read_records(self.spark, self.paths)
-
-    def close(self) -> None:
-        self.fleet.unpersist()
-
-
 def read_fleet(
     spark: SparkSession,
     paths: Sequence[str | Path],
-    version: str = checks.DEFAULT_VERSION,
-    admins: Sequence[str] = checks.DEFAULT_ADMINS,
+    version: str = dbchecks.DEFAULT_VERSION,
+    admins: Sequence[str] = dbchecks.DEFAULT_ADMINS,
     as_of: dt.datetime | None = None,
     default_domain: str | None = None,
 ) -> CyrusFrames:
@@ -321,4 +233,5 @@ def read_fleet(
     if default_domain:
         options["default_domain"] = default_domain
     fleet = computed(_load(spark, CyrusFleetSource, options))
-    return CyrusFrames(spark, fleet, checked, version, list(admins), default_domain)
+    records = read_records(spark, checked)
+    return CyrusFrames(spark, fleet, checked, records, version, list(admins), default_domain)

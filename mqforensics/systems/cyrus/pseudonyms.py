@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mqforensics.privacy import pseudonymize_address, pseudonymize_text
-from mqforensics.systems.cyrus import checks, records
+from mqforensics.systems.cyrus import dbchecks, records
 
 
 def identifier(ident: str | None, admins: Sequence[str] = (), salt: str = "") -> str | None:
@@ -23,7 +23,7 @@ def identifier(ident: str | None, admins: Sequence[str] = (), salt: str = "") ->
         return None
     negative = ident.startswith("-")
     bare = ident.removeprefix("-")
-    if bare in checks.PUBLIC or bare.startswith("group:") or bare in admins:
+    if bare in dbchecks.PUBLIC or bare.startswith("group:") or bare in admins:
         return ident
     return ("-" if negative else "") + pseudonymize_address(bare, salt)
 
@@ -52,7 +52,7 @@ def _racl_subject(original: str, detail: dict[str, Any]) -> str | None:
     if ident is None or name is None or namespace not in ("U", "S"):
         return None
     key_format = (3, 6, 0) if original.startswith("A") else (3, 0, 0)
-    return checks.visible(records.racl_key(key_format, namespace == "S", ident, name))
+    return dbchecks.visible(records.racl_key(key_format, namespace == "S", ident, name))
 
 
 def hide_finding(row: dict[str, Any], salt: str = "") -> dict[str, Any]:
@@ -81,7 +81,7 @@ def hide_finding(row: dict[str, Any], salt: str = "") -> dict[str, Any]:
         subject = pseudonymize_text(mailbox(subject, salt) or "", salt)
         detail["problem"] = pseudonymize_text(str(detail.get("problem", "")), salt)
     elif check in ("cross_domain_share", "anyone_share", "personal_data"):
-        subject = f"{checks.visible(detail['mailbox'])} {checks.visible(detail['identifier'])}"
+        subject = f"{dbchecks.visible(detail['mailbox'])} {dbchecks.visible(detail['identifier'])}"
     return {**row, "subject": subject, "detail": detail}
 
 
@@ -101,7 +101,7 @@ def target(value: dict[str, Any], salt: str = "") -> dict[str, Any]:
     key (``key_hex``) replaced by its pseudonymised visible form."""
     out = dict(value)
     if "identifier" in out:
-        out["identifier"] = identifier(out["identifier"], checks.DEFAULT_ADMINS, salt)
+        out["identifier"] = identifier(out["identifier"], dbchecks.DEFAULT_ADMINS, salt)
     if "mailbox" in out:
         out["mailbox"] = mailbox(out["mailbox"], salt)
     if "key_hex" in out:
@@ -110,10 +110,10 @@ def target(value: dict[str, Any], salt: str = "") -> dict[str, Any]:
         if info.kind in ("racl", "legacy_racl") and info.user is not None:
             modern = info.kind == "racl"
             name = records.dbname_to_intname(info.name or "") if modern else info.name
-            ident = identifier(info.user, checks.DEFAULT_ADMINS, salt) or ""
+            ident = identifier(info.user, dbchecks.DEFAULT_ADMINS, salt) or ""
             key_format = (3, 6, 0) if modern else (3, 0, 0)
             hidden = records.racl_key(key_format, bool(info.shared), ident, mailbox(name) or "")
-            out["key"] = checks.visible(hidden)
+            out["key"] = dbchecks.visible(hidden)
         else:
             out["key"] = "(pseudonymised)"
     return out

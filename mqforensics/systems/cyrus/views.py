@@ -13,7 +13,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.systems.cyrus import checks, pseudonyms
+from mqforensics.systems.cyrus import dbchecks, pseudonyms
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,14 +26,14 @@ def _sharing_of(sharing: Any) -> tuple[Any, Sequence[str]]:
     """The sharing rows of `sharing` (the audit's frames, a frame, pandas or rows) and the
     admins to keep when pseudonymising."""
     frame = getattr(sharing, "sharing", None)
-    if frame is not None and hasattr(sharing, "admins"):  # fleet.CyrusFrames
+    if frame is not None and hasattr(sharing, "admins"):  # frames.CyrusFrames
         return frame, list(sharing.admins)
-    return sharing, list(checks.DEFAULT_ADMINS)
+    return sharing, list(dbchecks.DEFAULT_ADMINS)
 
 
 def cyrus_sharing_edges(sharing: Any, *, reveal: bool = False) -> pd.DataFrame:
-    """One row per (owner, grantee) of the sharing report (the audit's `fleet.CyrusFrames`, its
-    ``sharing`` frame, `checks.sharing_report` rows or ``sharing.json``): the rights granted
+    """One row per (owner, grantee) of the sharing report (the audit's `frames.CyrusFrames`, its
+    ``sharing`` frame, `dbchecks.sharing_report` rows or ``sharing.json``): the rights granted
     (distinct, sorted, negative ones prefixed with ``-``), the number of mailboxes and files.
     Identities are pseudonymised unless `reveal`, as ``audit cyrus`` does (already
     pseudonymised rows stay as they are)."""

@@ -1,5 +1,5 @@
-"""Checks of the view against RabbitMQ (broker.py): pure functions from the audit's Context to
-findings, empty when no broker was read.
+"""Checks of the view against RabbitMQ (broker.py): pure functions from the frames and the
+settings (with the audit's `context.Context`) to findings, empty when no broker was read.
 
 Where the messages of a James queue's work queue and dead-letter queue were both read (an
 export), mails are reconciled one by one: a visible live mail enqueued before the grace with
@@ -22,11 +22,13 @@ from pyspark.sql import functions as F
 
 from mqforensics import findings
 from mqforensics.systems.james.broker import DEAD_LETTER, WORK
+from mqforensics.systems.james.context import Context, prepared
+from mqforensics.systems.james.finding import finding
+from mqforensics.systems.james.frames import JamesState
+from mqforensics.systems.james.options import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-    from mqforensics.systems.james.checks import Context
 
 # The WebAdmin calls a finding names (reference §4).
 REPUBLISH = "POST /mailQueues/{queue}?action=RepublishNotProcessedMails&olderThan={older_than}"
@@ -39,9 +41,7 @@ def _empty(ctx: Context) -> DataFrame:
 
 def _finding(ctx: Context, frame: DataFrame, check: str, severity: str, scope: str,
              subject: Column, detail: Column) -> DataFrame:  # fmt: skip
-    from mqforensics.systems.james.checks import _finding as view_finding
-
-    return view_finding(frame, check, severity, scope, subject, ctx.as_of, detail)
+    return finding(frame, check, severity, scope, subject, ctx.as_of, detail)
 
 
 def _read_queues(ctx: Context) -> DataFrame:
@@ -84,10 +84,11 @@ def _message_subject() -> Column:
     )
 
 
-def broker_missing_mail(ctx: Context) -> DataFrame:
+def broker_missing_mail(frames: JamesState, settings: Settings) -> DataFrame:
     """Visible live mails (at or after browseStart) enqueued before the grace that neither the
     work queue nor the dead-letter queue holds: RabbitMQ will never deliver them. Each names the
     one RepublishNotProcessedMails call (per queue) that republishes every such mail."""
+    ctx = prepared(frames, settings)
     if ctx.state.broker_messages is None:
         return _empty(ctx)
     missing = _missing(ctx)
@@ -107,7 +108,7 @@ def broker_missing_mail(ctx: Context) -> DataFrame:
 def _missing(ctx: Context) -> DataFrame:
     messages = ctx.state.broker_messages
     assert messages is not None
-    cutoff = F.lit(ctx.as_of - ctx.options.broker_grace).cast("timestamp")
+    cutoff = F.lit(ctx.as_of - ctx.settings.broker_grace).cast("timestamp")
     visible = F.col("browsestart").isNull() | (F.col("timerangestart") >= F.col("browsestart"))
     live = ctx.live.where(visible).withColumn("enqueueid", F.lower("enqueueid"))
     live = live.join(F.broadcast(_read_queues(ctx)), "queuename", "left_semi")
@@ -133,16 +134,17 @@ def republish_calls(ctx: Context, missing: DataFrame) -> dict[str, str]:
     return calls
 
 
-def broker_orphan_message(ctx: Context) -> DataFrame:
+def broker_orphan_message(frames: JamesState, settings: Settings) -> DataFrame:
     """Work-queue messages whose view row is consumed (James's Dequeuer drops them: wasted
     deliveries), absent (no row read: delivered with no way to browse, count or delete it), or
     whose body is no MailReferenceDTO (James discards it to the dead-letter queue)."""
+    ctx = prepared(frames, settings)
     messages = ctx.state.broker_messages
     if messages is None:
         return _empty(ctx)
     work = _view_state(ctx, messages.where(F.col("role") == WORK))
     # James writes the row and publishes at once (Enqueuer): a message may precede its row.
-    recent = F.col("last_updated") >= F.lit(ctx.as_of - ctx.options.broker_grace).cast("timestamp")
+    recent = F.col("last_updated") >= F.lit(ctx.as_of - ctx.settings.broker_grace).cast("timestamp")
     unsure = (F.col("view") == "absent") & F.coalesce(recent, F.lit(False))
     orphans = work.where((F.col("view") != "live") & ~unsure)
     detail = F.struct(
@@ -155,10 +157,11 @@ def broker_orphan_message(ctx: Context) -> DataFrame:
                     _message_subject(), detail)  # fmt: skip
 
 
-def dead_lettered_mail(ctx: Context) -> DataFrame:
+def dead_lettered_mail(frames: JamesState, settings: Settings) -> DataFrame:
     """Messages in a dead-letter queue, with their view row and whether their blobs are listed;
     for a dead-letter queue whose messages were not read, one finding with its count. James's
     own health check (RabbitMQMailQueueDeadLetterQueueHealthCheck) is degraded meanwhile."""
+    ctx = prepared(frames, settings)
     queues = ctx.state.broker_queues
     if queues is None:
         return _empty(ctx)
@@ -215,9 +218,10 @@ def _blob_presence(ctx: Context, rows: DataFrame) -> DataFrame:
     return joined.withColumn("blobs", state)
 
 
-def queue_without_consumer(ctx: Context) -> DataFrame:
+def queue_without_consumer(frames: JamesState, settings: Settings) -> DataFrame:
     """Work queues with no consumer: nothing delivers their mail (James's MailQueueConsumers
     health check, "No consumers")."""
+    ctx = prepared(frames, settings)
     queues = ctx.state.broker_queues
     if queues is None:
         return _empty(ctx)
@@ -226,11 +230,12 @@ def queue_without_consumer(ctx: Context) -> DataFrame:
                     F.struct("broker_queue", "ready", "unacked"))  # fmt: skip
 
 
-def broker_count_mismatch(ctx: Context) -> DataFrame:
+def broker_count_mismatch(frames: JamesState, settings: Settings) -> DataFrame:
     """Per James queue whose messages were not read: live view mails against the broker's
     messages (work queue ready + unacknowledged, plus the dead-letter queue, whose mails stay
     live in the view). A difference is mail one side has that the other lacks; the sign says
     which (details: docs/james.md)."""
+    ctx = prepared(frames, settings)
     queues = ctx.state.broker_queues
     if queues is None:
         return _empty(ctx)

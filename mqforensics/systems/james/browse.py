@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from mqforensics.sources.cassandra_connection import CassandraEndpoint
-    from mqforensics.systems.james.state import JamesState
+    from mqforensics.systems.james.frames import JamesState
 
 # What getSize needs of a view row: its partition and its id (the order browse returns mails
 # in does not change their count).

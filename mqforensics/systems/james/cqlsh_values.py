@@ -50,7 +50,7 @@ _INT_RANGES = {
 # Python repr escapes cqlsh writes (_show_control_chars), plus the doubled backslash.
 # Scanning left to right pairs each backslash with what follows it; anything else is an error.
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|[\\ntr]|.|$)", re.DOTALL)
-_NOT_VALID = "not valid"
+NOT_VALID = "not valid"
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})*")
 _SIMPLE_ESCAPES = {"\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 _TIMESTAMP = re.compile(
@@ -65,7 +65,7 @@ _UTC_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _BARE_END = re.compile(r"[,:)\]}\s]")
 
 
-class _Invalid(Exception):
+class Invalid(Exception):
     """Internal: why and where (offset in the field) a value failed; becomes an InputError."""
 
     def __init__(self, reason: str, position: int | None = None) -> None:
@@ -120,22 +120,22 @@ def parser_for(
     inner = _unfrozen(cql)
     composite = inner.name in ("list", "set", "map", "tuple")
 
-    def fail(text: str, exc: _Invalid) -> InputError:
+    def fail(text: str, exc: Invalid) -> InputError:
         if exc.position is not None:
             detail = f" ({exc.reason} at position {exc.position})"
         else:
-            detail = "" if exc.reason == _NOT_VALID else f" ({exc.reason})"
+            detail = "" if exc.reason == NOT_VALID else f" ({exc.reason})"
         return InputError(f"cannot parse {_shown(text)} as {shown_type}{suffix}{detail}")
 
     try:
         scalar = None if composite or inner.name in _TEXT else _scalar(inner)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise InputError(f"{exc.reason}{suffix}") from None
     if scalar is not None and timestamp_format and inner.name == "timestamp":
         scalar = functools.partial(_formatted_timestamp, timestamp_format)
     if scalar is not None and thousands_sep and inner.name in _INT_RANGES:
         grouped, bits = thousands_sep, _INT_RANGES[inner.name]
-        scalar = lambda text: _integer(text.replace(grouped, ""), bits)  # noqa: E731
+        scalar = lambda text: integer_value(text.replace(grouped, ""), bits)  # noqa: E731
 
     if inner.name in _TEXT:
 
@@ -146,7 +146,7 @@ def parser_for(
                 return text
             try:
                 return _unescape(text, 0)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise fail(text, exc) from None
 
         return parse_text
@@ -161,8 +161,8 @@ def parser_for(
                 value = reader.value(inner, nested=False)
                 reader.skip_space()
                 if reader.pos != len(text):
-                    raise _Invalid("unexpected text after the value", reader.pos)
-            except _Invalid as exc:
+                    raise Invalid("unexpected text after the value", reader.pos)
+            except Invalid as exc:
                 raise fail(text, exc) from None
             return value
 
@@ -175,7 +175,7 @@ def parser_for(
             return None
         try:
             return scalar(text)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise fail(text, exc) from None
 
     return parse_scalar
@@ -196,22 +196,22 @@ def _unescape(text: str, offset: int) -> str:
             return _SIMPLE_ESCAPES[code]
         if len(code) == 3:
             return chr(int(code[1:], 16))
-        raise _Invalid("unknown backslash escape", offset + match.start())
+        raise Invalid("unknown backslash escape", offset + match.start())
 
     return _ESCAPE.sub(replace, text)
 
 
 @functools.cache
 def _scalar(cql: CqlType) -> Callable[[str], Any]:
-    """A parser for the bare text of a non-text scalar (``_Invalid`` on failure)."""
+    """A parser for the bare text of a non-text scalar (``Invalid`` on failure)."""
     name = cql.name
     if name in _INT_RANGES:
         bits = _INT_RANGES[name]
-        return lambda text: _integer(text, bits)
+        return lambda text: integer_value(text, bits)
     if name == "varint":
-        return lambda text: str(_integer(text, None))
+        return lambda text: str(integer_value(text, None))
     if name in ("uuid", "timeuuid"):
-        return _uuid
+        return uuid_value
     if name == "timestamp":
         return _timestamp
     if name == "blob":
@@ -230,25 +230,25 @@ def _scalar(cql: CqlType) -> Callable[[str], Any]:
         return _time
     if name == "duration":
         return lambda text: text
-    raise _Invalid(f"no cqlsh parser for CQL type {type_text(cql)!r}")
+    raise Invalid(f"no cqlsh parser for CQL type {type_text(cql)!r}")
 
 
-def _integer(text: str, bits: int | None) -> int:
+def integer_value(text: str, bits: int | None) -> int:
     if not _INTEGER.fullmatch(text):
-        raise _Invalid(_NOT_VALID)
+        raise Invalid(NOT_VALID)
     value = int(text)
     if bits is not None and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-        raise _Invalid(f"out of range for a {bits}-bit integer")
+        raise Invalid(f"out of range for a {bits}-bit integer")
     return value
 
 
-def _uuid(text: str) -> str:
+def uuid_value(text: str) -> str:
     if len(text) != 36:
-        raise _Invalid(_NOT_VALID)
+        raise Invalid(NOT_VALID)
     try:
         return str(uuid.UUID(text))
     except ValueError:
-        raise _Invalid(_NOT_VALID) from None
+        raise Invalid(NOT_VALID) from None
 
 
 def _timestamp(text: str) -> dt.datetime:
@@ -259,10 +259,10 @@ def _timestamp(text: str) -> dt.datetime:
             try:
                 return _UTC_EPOCH + dt.timedelta(milliseconds=int(text))
             except OverflowError:
-                raise _Invalid("out of range") from None
-        raise _Invalid(_NOT_VALID)
+                raise Invalid("out of range") from None
+        raise Invalid(NOT_VALID)
     if match["z"] is None:
-        raise _Invalid("no UTC offset")
+        raise Invalid("no UTC offset")
     fraction = (match["f"] or "0").ljust(6, "0")[:6]
     zone = match["z"]
     if zone == "Z":
@@ -285,7 +285,7 @@ def _timestamp(text: str) -> dt.datetime:
         )
         return value.astimezone(dt.UTC)
     except (ValueError, OverflowError):
-        raise _Invalid("not a valid date or time") from None
+        raise Invalid("not a valid date or time") from None
 
 
 def _formatted_timestamp(timestamp_format: str, text: str) -> dt.datetime:
@@ -296,14 +296,14 @@ def _formatted_timestamp(timestamp_format: str, text: str) -> dt.datetime:
     except ValueError:
         if _EPOCH_MS.fullmatch(text):
             return _timestamp(text)
-        raise _Invalid(f"not in the export's DATETIMEFORMAT {timestamp_format!r}") from None
+        raise Invalid(f"not in the export's DATETIMEFORMAT {timestamp_format!r}") from None
 
 
 def _blob(text: str) -> bytes:
     if not text.startswith("0x"):
-        raise _Invalid("a blob starts with 0x")
+        raise Invalid("a blob starts with 0x")
     if not _HEX.fullmatch(text, 2):
-        raise _Invalid("not an even number of hex digits")
+        raise Invalid("not an even number of hex digits")
     return bytes.fromhex(text[2:])
 
 
@@ -314,21 +314,21 @@ def _boolean(text: str) -> bool:
         return True
     if lowered == "false":
         return False
-    raise _Invalid(_NOT_VALID)
+    raise Invalid(NOT_VALID)
 
 
 def _float(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise _Invalid(_NOT_VALID) from None
+        raise Invalid(NOT_VALID) from None
 
 
 def _decimal(text: str) -> str:
     try:
         Decimal(text)
     except InvalidOperation:
-        raise _Invalid(_NOT_VALID) from None
+        raise Invalid(NOT_VALID) from None
     return text
 
 
@@ -336,7 +336,7 @@ def _inet(text: str) -> str:
     try:
         ipaddress.ip_address(text)
     except ValueError:
-        raise _Invalid(_NOT_VALID) from None
+        raise Invalid(NOT_VALID) from None
     return text
 
 
@@ -347,16 +347,16 @@ def _date(text: str) -> dt.date:
             return dt.date(1970, 1, 1) + dt.timedelta(days=int(text))
         return dt.date.fromisoformat(text)
     except (ValueError, OverflowError):
-        raise _Invalid(_NOT_VALID) from None
+        raise Invalid(NOT_VALID) from None
 
 
 def _time(text: str) -> int:
     match = _TIME.fullmatch(text)
     if match is None:
-        raise _Invalid(_NOT_VALID)
+        raise Invalid(NOT_VALID)
     hours, minutes, seconds = int(match[1]), int(match[2]), int(match[3])
     if hours > 23 or minutes > 59 or seconds > 59:
-        raise _Invalid(_NOT_VALID)
+        raise Invalid(NOT_VALID)
     nanos = int((match[4] or "0").ljust(9, "0"))
     return ((hours * 60 + minutes) * 60 + seconds) * 1_000_000_000 + nanos
 
@@ -378,7 +378,7 @@ class _Reader:
         self.skip_space()
         if not self.text.startswith(char, self.pos):
             found = self.text[self.pos : self.pos + 1]
-            raise _Invalid(
+            raise Invalid(
                 f"expected {char!r}, found {found!r}" if found else f"expected {char!r}, found end",
                 self.pos,
             )
@@ -441,7 +441,7 @@ class _Reader:
             at = self.pos
             k = self.value(key)
             if k is None:
-                raise _Invalid("a map key cannot be null", at)
+                raise Invalid("a map key cannot be null", at)
             self.expect(":")
             result[k] = self.value(value)
             if self.peek(","):
@@ -472,7 +472,7 @@ class _Reader:
         while True:
             end = text.find("'", pos)
             if end < 0:
-                raise _Invalid("unterminated string", start - 1)
+                raise Invalid("unterminated string", start - 1)
             pieces.append(text[pos:end])
             if text.startswith("'", end + 1):
                 pieces.append("'")
@@ -494,8 +494,8 @@ class _Reader:
             self.pos = end
             if not token:
                 found = self.text[start : start + 1] or "end"
-                raise _Invalid(f"expected a {type_text(cql)} value, found {found!r}", start)
+                raise Invalid(f"expected a {type_text(cql)} value, found {found!r}", start)
         try:
             return _scalar(cql)(token)
-        except _Invalid as exc:
-            raise _Invalid(f"{token!r} is not a valid {type_text(cql)}", start) from exc
+        except Invalid as exc:
+            raise Invalid(f"{token!r} is not a valid {type_text(cql)}", start) from exc

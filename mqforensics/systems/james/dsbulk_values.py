@@ -38,11 +38,11 @@ from mqforensics.sources.cql_types import CqlType, parse
 # A value that does not fit its type (becomes an InputError with the column), and the integer
 # and uuid texts, which DSBulk writes as cqlsh does.
 from mqforensics.systems.james.cqlsh_values import (
-    _NOT_VALID,
-    _integer,
-    _Invalid,
-    _uuid,
+    NOT_VALID,
+    Invalid,
+    integer_value,
     type_text,
+    uuid_value,
 )
 
 Converter = Callable[[Any], Any]
@@ -74,7 +74,7 @@ def json_converter(cql_type: str | CqlType, column: str) -> Converter:
             return None
         try:
             return convert(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise _failure(value, shown_type, column, exc.reason) from None
 
     return run
@@ -109,14 +109,14 @@ def text_converter(cql_type: str, column: str) -> Converter:
             return None
         try:
             return scalar(text)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise _failure(text, shown_type, column, exc.reason) from None
 
     return field
 
 
 def _failure(value: Any, shown_type: str, column: str, reason: str) -> InputError:
-    detail = "" if reason in ("", _NOT_VALID) else f" ({reason})"
+    detail = "" if reason in ("", NOT_VALID) else f" ({reason})"
     return InputError(f"cannot read {_shown(value)} as {shown_type} for column {column}{detail}")
 
 
@@ -137,7 +137,7 @@ def _converter(cql: CqlType, top: bool = False) -> Converter:
 
         def sequence(value: Any) -> Any:
             if not isinstance(value, list):
-                raise _Invalid("expected a JSON array")
+                raise Invalid("expected a JSON array")
             if not value and empty_is_null:
                 return None
             return [element(v) for v in value]
@@ -149,7 +149,7 @@ def _converter(cql: CqlType, top: bool = False) -> Converter:
 
         def mapping(value: Any) -> Any:
             if not isinstance(value, dict):
-                raise _Invalid("expected a JSON object")
+                raise Invalid("expected a JSON object")
             if not value and empty_is_null:
                 return None
             return {key(k): item(v) for k, v in value.items()}
@@ -160,7 +160,7 @@ def _converter(cql: CqlType, top: bool = False) -> Converter:
 
         def record(value: Any) -> Any:
             if not isinstance(value, list) or len(value) != len(parts):
-                raise _Invalid(f"expected a JSON array of {len(parts)} elements")
+                raise Invalid(f"expected a JSON array of {len(parts)} elements")
             return tuple(None if v is None else p(v) for p, v in zip(parts, value, strict=True))
 
         return record
@@ -169,8 +169,8 @@ def _converter(cql: CqlType, top: bool = False) -> Converter:
 
         def integer(value: Any) -> int:
             if isinstance(value, bool) or not isinstance(value, int | str):
-                raise _Invalid("expected an integer")
-            return _integer(str(value), bits)
+                raise Invalid("expected an integer")
+            return integer_value(str(value), bits)
 
         return integer
     if name == "boolean":
@@ -181,37 +181,37 @@ def _converter(cql: CqlType, top: bool = False) -> Converter:
 
 def _string(value: Any) -> str:
     if not isinstance(value, str):
-        raise _Invalid("expected a JSON string")
+        raise Invalid("expected a JSON string")
     return value
 
 
 def _from_text(cql: CqlType) -> Callable[[str], Any]:
-    """A converter of a scalar's text as DSBulk formats it (``_Invalid`` on failure)."""
+    """A converter of a scalar's text as DSBulk formats it (``Invalid`` on failure)."""
     name = cql.name
     if name in _TEXT:
         return lambda text: text
     if name in _INT_BITS:
         bits = _INT_BITS[name]
-        return lambda text: _integer(text, bits)
+        return lambda text: integer_value(text, bits)
     if name in ("uuid", "timeuuid"):
-        return _uuid
+        return uuid_value
     if name == "timestamp":
         return _timestamp
     if name == "blob":
         return _blob
     if name == "boolean":
         return _boolean
-    raise _Invalid(f"no DSBulk reader for CQL type {type_text(cql)!r}")
+    raise Invalid(f"no DSBulk reader for CQL type {type_text(cql)!r}")
 
 
 def _timestamp(text: str) -> dt.datetime:
     if not _INSTANT.fullmatch(text):
-        raise _Invalid("DSBulk's default codec.timestamp writes an ISO-8601 instant in UTC")
+        raise Invalid("DSBulk's default codec.timestamp writes an ISO-8601 instant in UTC")
     head, _, fraction = text[:-1].partition(".")
     try:
         when = dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC)
     except ValueError as exc:
-        raise _Invalid(str(exc)) from None
+        raise Invalid(str(exc)) from None
     # Cassandra keeps milliseconds; DSBulk writes up to nanoseconds for other sources.
     return when + dt.timedelta(microseconds=int((fraction + "000000")[:6])) if fraction else when
 
@@ -220,11 +220,11 @@ def _blob(text: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise _Invalid("not Base64, DSBulk's default codec.binary") from None
+        raise Invalid("not Base64, DSBulk's default codec.binary") from None
 
 
 def _boolean(text: str) -> bool:
     try:
         return _BOOLEANS[text.lower()]
     except KeyError:
-        raise _Invalid(_NOT_VALID) from None
+        raise Invalid(NOT_VALID) from None

@@ -37,7 +37,7 @@ from mqforensics.sources.cassandra_scan import positive_count, read_table
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import schema
 from mqforensics.systems.james.config_history import history_rows
-from mqforensics.systems.james.state import JamesState
+from mqforensics.systems.james.frames import JamesState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -163,7 +163,7 @@ class JamesEnqueuedReader(DataSourceReader):
         from cassandra import ConsistencyLevel, InvalidRequest
         from cassandra.concurrent import execute_concurrent_with_args
 
-        from mqforensics.sources.cassandra_scan import _worker_session
+        from mqforensics.sources.cassandra_scan import worker_session
         from mqforensics.sources.cql_arrow import BATCH_ROWS, BatchMaker, selector
 
         if not partition.keys:
@@ -182,7 +182,7 @@ class JamesEnqueuedReader(DataSourceReader):
             [(n, types[n]) for n, _ in chosen], constants=[("table_version", version)]
         )
         endpoint = CassandraEndpoint.from_options(self.options)
-        session = _worker_session(endpoint)
+        session = worker_session(endpoint)
         statement = session.prepare(
             f"SELECT {', '.join(expression for expression, _ in reads) or 'queuename'} "
             f"FROM {self.options['keyspace']}.{table} "

@@ -50,6 +50,7 @@ from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history, dsbulk
 from mqforensics.systems.james.copy_options import CopyOptions, read_copy_options
 from mqforensics.systems.james.dsbulk import DsbulkSource
+from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.schema import (
     BROWSE_START,
     BROWSE_START_TABLE,
@@ -60,7 +61,6 @@ from mqforensics.systems.james.schema import (
     EVENT_STORE_TABLE,
     TABLE_COLUMNS,
 )
-from mqforensics.systems.james.state import JamesState
 from mqforensics.systems.james.table_source import CANONICAL, TableSource
 
 if TYPE_CHECKING:

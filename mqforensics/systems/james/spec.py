@@ -2,69 +2,34 @@
 
 Its store is the mail queue view in Cassandra (``enqueuedMailsV4``/``V3``, ``deletedMailsV2``,
 ``browseStart``, ``contentStart``, the configuration events) and the blob bucket; docs/james.md
-says what each check detects, exactly. Importing this module imports no Spark: the loader,
-the checks, the planner and the executors are imported when they run.
+says what each check detects, exactly. The store is read (`read`) into the frames (`frames`);
+the checks (`checks`, `broker_checks`) judge them, the planner (`plan`) turns their findings
+into actions, and the executors (`purge`) carry them out, each re-checked live. Importing this
+module imports no Spark: the loader, the checks, the planner and the executors are imported
+when they run.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, Login
-from mqforensics.spec import AuditArgs, Check, Loaded, Option, PlanParts, RuleKind, Sample, System
-from mqforensics.systems.james import views
-from mqforensics.systems.james.source import add_source_options, check_inputs
+from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.systems.james import sample, views
+from mqforensics.systems.james.options import JamesOptions, PurgeOptions
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from mqforensics.retention.manifest import Plan
-    from mqforensics.retention.policy import Policy
-    from mqforensics.systems.james.checks import Context
+    from mqforensics.systems.james.frames import JamesState
 
 NAME = "james"
-SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "james" / "sample"
-
-
-def _load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Loaded:
-    from mqforensics.systems.james.source import load
-
-    return load(spark, args, common)
-
-
-def _settings(args: argparse.Namespace, common: AuditArgs, loaded: Loaded) -> Context:
-    """The facts every check needs, computed once: the configuration history, the live rows,
-    the rows some check reads one by one, the partitions' row counts (checks.Context)."""
-    from mqforensics.systems.james.checks import AuditOptions, Context, config_events
-
-    options = AuditOptions(
-        stuck_after=args.stuck_after,
-        blob_grace=args.blob_grace,
-        references_complete=args.references_complete,
-        subjects=common.subjects,
-        subject_key=common.subject_key,
-        broker_grace=args.broker_grace,
-    )
-    state = loaded.frames
-    return Context(state, options, config_events(state))
-
-
-def _run(name: str) -> Any:
-    """The check `name` of checks.py, called with the Context (`settings`) alone."""
-
-    def run(_frames: Any, ctx: Context) -> DataFrame:
-        from mqforensics.systems.james import checks
-
-        return checks.CHECKS[name](ctx)
-
-    return run
+CHECKS_MODULE = "mqforensics.systems.james.checks"
+READ_MODULE = "mqforensics.systems.james.read"
 
 
 def _check(name: str, severity: str, what: str, why: str, todo: str) -> Check:
-    return Check(name, severity, _run(name), what, why, todo)
+    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo)
 
 
 CHECKS = (
@@ -230,78 +195,25 @@ CHECKS = (
 )
 
 
-def _plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:
-    from mqforensics.systems.james.planner import plan
-
-    return plan(findings, policy, manifest)
-
-
-def _executors(plan: Plan, args: argparse.Namespace) -> list[Any]:
-    from mqforensics.systems.james.purge_executor import build_executors
-
-    return list(build_executors(plan, args))
-
-
-def _validation_frames(loaded: Loaded) -> Mapping[str, DataFrame]:
+def validation_frames(loaded: Loaded[JamesState]) -> Mapping[str, DataFrame]:
     frames: Mapping[str, DataFrame] = loaded.frames.frames()
     return frames
 
 
-def _data_sources() -> list[type]:
+def data_sources() -> list[type]:
     from mqforensics.systems.james.live import JamesEnqueuedSource
 
     return [JamesEnqueuedSource]
 
 
-def _sample(workdir: Path) -> Sample:
-    """The bundled sample: a Parquet export with planted anomalies, its blob listing and its
-    broker export (RabbitMQ's own, made by datasets/james/make_broker_sample.py), judged
-    at its own snapshot time; audited (by the demo and the notebooks) for the subjects of its
-    policy's erasure request, which its ground truth lists as personal_data findings."""
-    argv = ["--snapshot", str(SAMPLE), "--blob-listing", str(SAMPLE / "blob_inventory.parquet"),
-            "--broker-export", str(SAMPLE / "broker")]  # fmt: skip
-    return Sample(
-        argv=argv,
-        as_of=None,
-        ground_truth=SAMPLE / "ground_truth.json",
-        policy=SAMPLE / "policy.toml",
-    )
-
-
-PURGE_OPTIONS = (
-    Option(
-        ("--cassandra",),
-        {
-            "metavar": "HOST[:PORT]",
-            "help": "live cluster (default: the plan's); login from "
-            "MQF_CASSANDRA_USERNAME/_PASSWORD",
-        },
-        login=Login(CASSANDRA_LOGIN, host=True),
-    ),
-    Option(
-        ("--s3-endpoint",),
-        {"metavar": "URL", "help": "S3 endpoint of the blob store (or MQF_S3_ENDPOINT)"},
-        login=Login(AWS_LOGIN),
-    ),
-    Option(
-        ("--consistency",),
-        {
-            "default": "LOCAL_QUORUM",
-            "metavar": "LEVEL",
-            "help": "Cassandra consistency level (default: %(default)s)",
-        },
-    ),
-)
-
 SPEC = System(
     name=NAME,
     title="Apache James distributed mail queue",
-    add_source_options=add_source_options,
-    check_inputs=check_inputs,
-    load=_load,
-    settings=_settings,
+    options=JamesOptions,
+    load=deferred(READ_MODULE, "load"),
+    settings=deferred(READ_MODULE, "settings"),
     checks=CHECKS,
-    plan=_plan,
+    plan=deferred("mqforensics.systems.james.plan", "plan"),
     rule_kinds=(
         RuleKind("consumed_mail", ("older_than",), needs_older_than=True),
         RuleKind(
@@ -312,10 +224,10 @@ SPEC = System(
         ),
         RuleKind("broker_reconcile"),
     ),
-    executors=_executors,
-    purge_options=PURGE_OPTIONS,
-    validation_frames=_validation_frames,
-    sample=_sample,
-    data_sources=_data_sources,
+    executors=deferred("mqforensics.systems.james.purge", "build_executors"),
+    purge_options=PurgeOptions,
+    validation_frames=validation_frames,
+    sample=sample.bundled,
+    data_sources=data_sources,
     views=views,
 )

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from mqforensics.sources.cassandra_connection import CassandraEndpoint
-    from mqforensics.systems.james.state import JamesState
+    from mqforensics.systems.james.frames import JamesState
 
 # The keyspace the private node holds the tables in.
 PRIVATE_KEYSPACE = "offline_snapshot"

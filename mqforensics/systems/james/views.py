@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mqforensics.systems.james.state import JamesState
+    from mqforensics.systems.james.frames import JamesState
 
 
 def _utc(value: Any) -> dt.datetime | None:
@@ -74,7 +74,7 @@ def slice_cells(
     import pandas as pd
     from pyspark.sql import functions as F
 
-    from mqforensics.systems.james.checks import classify
+    from mqforensics.systems.james.context import classify
 
     rows = classify(state).where(F.col("queuename") == queue)
     if start is not None:

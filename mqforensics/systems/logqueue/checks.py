@@ -1,5 +1,6 @@
-"""Checks of log-structured queue directories: pure functions from `state.LogQueueState` frames
-to findings (`findings.SCHEMA`, system ``logqueue``, ``queue`` = the directory).
+"""Checks of log-structured queue directories: pure functions from `frames.LogQueueState`
+frames and `options.Settings` to findings (`findings.SCHEMA`, system ``logqueue``, ``queue`` =
+the directory).
 
 Positions are written ``<file>@<offset>`` (decimal), e.g. ``seg-00000003.lq@1042``. Checks
 never pseudonymise: findings hold the addresses as stored (only `duplicate_delivery` shows one)
@@ -9,21 +10,20 @@ and the audit runner pseudonymises what it writes for people to read.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from mqforensics import subjects
-from mqforensics.findings import empty, union_all
+from mqforensics.findings import empty, select_findings, union_all
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout
-from mqforensics.systems.logqueue.spec import DEFAULT_RESTART_LAG_BYTES, DEFAULT_RETRY_HORIZON
+from mqforensics.systems.logqueue.frames import LogQueueState
+from mqforensics.systems.logqueue.options import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-    from mqforensics.systems.logqueue.state import LogQueueState
 
 SYSTEM = "logqueue"
 # Reader problem kinds with a check of their own; every other kind is `corrupt_segment`.
@@ -39,44 +39,20 @@ def _utc(instant: dt.datetime) -> dt.datetime:
     return instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant.astimezone(dt.UTC)
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0)
-
-
-@dataclass(frozen=True)
-class AuditOptions:
-    """What the checks judge against: `as_of` is every finding's ``observed_at``; `subjects`
-    are the keyed hashes of the data subjects `personal_data` looks for (none: it finds
-    nothing), keyed with `subject_key` (`mqforensics.subjects`)."""
-
-    as_of: dt.datetime = field(default_factory=_now)
-    retry_horizon: dt.timedelta = DEFAULT_RETRY_HORIZON
-    restart_lag_bytes: int = DEFAULT_RESTART_LAG_BYTES
-    subjects: frozenset[str] = frozenset()
-    subject_key: bytes = b""
-
-
 def _finding(
     frame: DataFrame,
     check: str,
     severity: str,
     scope: str,
     subject: Column,
-    options: AuditOptions,
+    options: Settings,
     detail: Column,
     size: Column | None = None,
 ) -> DataFrame:
-    return frame.select(
-        F.lit(check).alias("check"),
-        F.lit(severity).alias("severity"),
-        F.lit(SYSTEM).alias("system"),
-        F.col("queue").cast("string").alias("queue"),
-        F.lit(scope).alias("scope"),
-        subject.cast("string").alias("subject"),
-        F.lit(_utc(options.as_of)).cast("timestamp").alias("observed_at"),
-        (size if size is not None else F.lit(None)).cast("long").alias("bytes"),
-        F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
-    )
+    return select_findings(
+        frame, check=check, severity=severity, system=SYSTEM, queue=F.col("queue"),
+        scope=scope, subject=subject, observed_at=_utc(options.as_of), bytes=size, detail=detail,
+    )  # fmt: skip
 
 
 def _at(file: Column, offset: Column) -> Column:
@@ -127,7 +103,7 @@ def damage(state: LogQueueState) -> DataFrame:
 
 
 def _damage_findings(
-    state: LogQueueState, options: AuditOptions, check: str, severity: str, kinds: Column
+    state: LogQueueState, options: Settings, check: str, severity: str, kinds: Column
 ) -> DataFrame:
     rows = damage(state).where(kinds)
     detail = F.struct("kind", "offset", "size", "detail")
@@ -135,7 +111,7 @@ def _damage_findings(
     return _finding(rows, check, severity, "segment", subject, options, detail, F.col("size"))
 
 
-def torn_tail(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def torn_tail(state: LogQueueState, options: Settings) -> DataFrame:
     """A record cut off by the end of its file: the queue crashed during its last write. The
     restart procedure drops it (the write was never acknowledged), but if the file is not the
     newest segment, records were appended after a crash without truncating it first. ``bytes``:
@@ -143,14 +119,14 @@ def torn_tail(state: LogQueueState, options: AuditOptions) -> DataFrame:
     return _damage_findings(state, options, "torn_tail", "warning", F.col("kind") == TORN_TAIL)
 
 
-def crc_mismatch(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def crc_mismatch(state: LogQueueState, options: Settings) -> DataFrame:
     """A whole record whose CRC does not match: its bytes changed after they were written (disk,
     copy, or a writer bug). The restart procedure skips it, so its effect (an envelope, a
     START, an outcome, a FINISH) is lost: a message may be delivered again or never."""
     return _damage_findings(state, options, "crc_mismatch", "error", F.col("kind") == CRC_MISMATCH)
 
 
-def corrupt_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def corrupt_segment(state: LogQueueState, options: Settings) -> DataFrame:
     """Any other damage: a bad segment header, bytes where no record decodes (``unreadable``), a
     whole record of a type the format does not define (``unknown_type``), a payload that does not
     decode (``bad_payload``), any damage to ``restart.lq`` (``bad_restart``, whatever the reader
@@ -165,7 +141,7 @@ def corrupt_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
 
 
 def _orphans(
-    state: LogQueueState, options: AuditOptions, check: str, severity: str, which: Column
+    state: LogQueueState, options: Settings, check: str, severity: str, which: Column
 ) -> DataFrame:
     rows = state.orphans.where(which)
     no_ref = (F.col("ref_segment") == 0) & (F.col("ref_offset") == 0)
@@ -181,7 +157,7 @@ def _orphans(
     return _finding(rows, check, severity, "record", subject, options, detail, F.col("size"))
 
 
-def orphan_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def orphan_delivery(state: LogQueueState, options: Settings) -> DataFrame:
     """A DELIVERY record (from the saved suffix on) whose START is not the message's live one:
     recipients were handed to a server by an attempt the queue does not know was running (a
     lost START or envelope, or a runner working from a stale copy), so the queue may deliver
@@ -189,14 +165,14 @@ def orphan_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame:
     return _orphans(state, options, "orphan_delivery", "error", F.col("type_name") == "DELIVERY")
 
 
-def orphan_record(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def orphan_record(state: LogQueueState, options: Settings) -> DataFrame:
     """Any other record replay cannot attach: a START of an envelope that is not live, a FINISH
     without its live START, an envelope of a finished message, or a record of a message with no
     envelope from the suffix on (its envelope was lost, or the saved suffix is past it)."""
     return _orphans(state, options, "orphan_record", "warning", F.col("type_name") != "DELIVERY")
 
 
-def duplicate_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def duplicate_delivery(state: LogQueueState, options: Settings) -> DataFrame:
     """A recipient with two or more DELIVERED outcomes for one message: the recipient got the
     message twice (a retry that did not know of the first delivery). Subject
     ``<message_id> <recipient>``; ``detail.positions`` lists the DELIVERY records."""
@@ -214,7 +190,7 @@ def duplicate_delivery(state: LogQueueState, options: AuditOptions) -> DataFrame
     return _finding(rows, "duplicate_delivery", "error", "message", subject, options, detail)
 
 
-def stuck_message(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def stuck_message(state: LogQueueState, options: Settings) -> DataFrame:
     """A message not finished whose first envelope was written more than ``retry_horizon``
     before ``as_of``: a queue gives up (bounces) after its retry horizon, so the message is
     forgotten by its runners or the queue's expiry does not work. ``bytes``: its spool file."""
@@ -289,7 +265,7 @@ _FACTS = (
 )  # fmt: skip
 
 
-def unreclaimed_segment(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def unreclaimed_segment(state: LogQueueState, options: Settings) -> DataFrame:
     """A segment file whose every record is garbage (its number is below the garbage end's
     segment) but which is still on disk: storage, and finished messages' addresses kept after
     they left the queue. ``detail.below_saved_suffix``: the saved restart positions no longer
@@ -322,7 +298,7 @@ def record_addresses(records: DataFrame) -> DataFrame:
     return found.where(F.col("address").isNotNull() & (F.col("address") != "")).distinct()
 
 
-def personal_data(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def personal_data(state: LogQueueState, options: Settings) -> DataFrame:
     """Only when the audit looks for data subjects (``--erasure-policy``): a segment file whose
     records hold one of them (an envelope's sender or recipients, a delivery's recipients).
     ``detail.subjects``: the matching keyed hashes, never an address; with the segment's
@@ -348,7 +324,7 @@ def personal_data(state: LogQueueState, options: AuditOptions) -> DataFrame:
     )  # fmt: skip
 
 
-def restart_lag(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def restart_lag(state: LogQueueState, options: Settings) -> DataFrame:
     """The saved restart suffix is more than ``restart_lag_bytes`` of segment bytes behind the
     true garbage end: a crash now makes the restart rescan all of it, and none of those
     segments can be reclaimed until the queue saves newer positions. ``bytes``: the lag."""
@@ -365,7 +341,7 @@ def restart_lag(state: LogQueueState, options: AuditOptions) -> DataFrame:
     )  # fmt: skip
 
 
-def lost_envelope(state: LogQueueState, options: AuditOptions) -> DataFrame:
+def lost_envelope(state: LogQueueState, options: Settings) -> DataFrame:
     """Spool and envelopes disagree. ``spool_without_envelope``: a spool file no live message
     refers to (its message finished, or is unknown from the suffix on): content, often with
     addresses, kept forever, or a message whose envelope was lost and will never be delivered.
@@ -409,23 +385,26 @@ def lost_envelope(state: LogQueueState, options: AuditOptions) -> DataFrame:
     )
 
 
-CHECKS = (
-    torn_tail,
-    crc_mismatch,
-    corrupt_segment,
-    orphan_delivery,
-    orphan_record,
-    duplicate_delivery,
-    stuck_message,
-    unreclaimed_segment,
-    restart_lag,
-    lost_envelope,
-    personal_data,
-)
+CHECKS: dict[str, Callable[[LogQueueState, Settings], DataFrame]] = {
+    check.__name__: check
+    for check in (
+        torn_tail,
+        crc_mismatch,
+        corrupt_segment,
+        orphan_delivery,
+        orphan_record,
+        duplicate_delivery,
+        stuck_message,
+        unreclaimed_segment,
+        restart_lag,
+        lost_envelope,
+        personal_data,
+    )
+}
 
 
-def run_checks(state: LogQueueState, options: AuditOptions | None = None) -> DataFrame:
+def run_checks(state: LogQueueState, options: Settings | None = None) -> DataFrame:
     """Every check's findings, one frame (lazy over the state's computed frames)."""
-    options = options or AuditOptions()
+    options = options or Settings()
     spark = state.queues.sparkSession
-    return union_all(spark, (check(state, options) for check in CHECKS))
+    return union_all(spark, (check(state, options) for check in CHECKS.values()))

@@ -1,156 +1,33 @@
 """The log-structured (crash-only) queue system as the shared layers see it: ``SPEC``.
 
-``audit logqueue DIR...`` reads every queue directory in Spark (one task per segment file for
-the records, one for each file's size, SHA-256 and damage; one replay per queue: `state`), runs
-the checks (`checks`), and ``plan`` turns their findings into segment deletions (`reclaim`).
+``audit logqueue DIR...`` (`options.LogQueueOptions`) reads every queue directory in Spark
+(`read`: one task per segment file for the records, one for each file's size, SHA-256 and
+damage; one replay per queue: `frames`), runs the checks (`checks`), and ``plan`` turns their
+findings into segment deletions (`plan`), which the executor carries out (`purge`).
 Importing this module imports no Spark: the checks and the readers are imported when they run.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import hashlib
-import json
-import os
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from mqforensics.errors import InputError
-from mqforensics.spec import AuditArgs, Check, Loaded, RuleKind, Sample, System
-from mqforensics.systems.logqueue import layout, reclaim, views
-from mqforensics.units import counter, parse_duration, utc_now
+from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.systems.logqueue import plan, sample, views
+from mqforensics.systems.logqueue.options import LogQueueOptions
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from mqforensics.systems.logqueue.checks import AuditOptions
-    from mqforensics.systems.logqueue.state import LogQueueState
+    from mqforensics.systems.logqueue.frames import LogQueueState
 
 NAME = "logqueue"
-SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "logqueue" / "sample"
-DEFAULT_RETRY_HORIZON = dt.timedelta(days=5)
-DEFAULT_RESTART_LAG_BYTES = 64 * 1024 * 1024
-
-
-def add_source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "dirs", nargs="+", type=Path, metavar="DIR",
-        help="queue directories, each holding seg-<n>.lq segment files, restart.lq and spool/",
-    )  # fmt: skip
-    parser.add_argument(
-        "--retry-horizon", type=parse_duration, default=DEFAULT_RETRY_HORIZON, metavar="AGE",
-        help="a message not finished this long after its first envelope is stuck (30s, 5m, "
-        "12h, 5d, 2w; default 5d)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--restart-lag-bytes", type=counter("--restart-lag-bytes", "a byte count"),
-        default=DEFAULT_RESTART_LAG_BYTES, metavar="BYTES",
-        help="segment bytes the saved restart suffix may lag the garbage end before it is a "
-        "restart_lag finding (default 64 MiB)",
-    )  # fmt: skip
-
-
-def check_inputs(args: argparse.Namespace) -> None:
-    """Every DIR exists, is a directory, can be listed, and is given once (before Spark)."""
-    from mqforensics.errors import ConfigError
-
-    seen: set[Path] = set()
-    for given in args.dirs:
-        path = Path(given)
-        if not path.exists():
-            raise InputError(f"{path}: no such queue directory")
-        if not path.is_dir():
-            raise InputError(f"{path}: not a directory (a queue is a directory of segments)")
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise InputError(f"{path}: not readable")
-        resolved = path.resolve()
-        if resolved in seen:
-            raise ConfigError(f"{resolved} is given twice")
-        seen.add(resolved)
-
-
-def _fingerprint(directory: str, segments: list[Any]) -> str:
-    """SHA-256 of a queue directory as the audit read it: each segment's name, size and SHA-256,
-    ``restart.lq``'s bytes and the spool's names and sizes."""
-    from mqforensics.systems.logqueue.state import list_spool
-
-    digest = hashlib.sha256()
-    for row in sorted(segments, key=lambda r: r["file"]):
-        digest.update(f"segment {row['file']} {row['size']} {row['sha256']}\n".encode())
-    restart = Path(directory) / layout.RESTART_FILE
-    try:
-        data = restart.read_bytes()
-        digest.update(f"restart {hashlib.sha256(data).hexdigest()}\n".encode())
-    except FileNotFoundError:
-        digest.update(b"restart none\n")
-    except OSError as exc:
-        digest.update(f"restart unreadable {exc.errno}\n".encode())
-    for name, size in list_spool(Path(directory)).items():
-        digest.update(f"spool {name} {size}\n".encode())
-    return digest.hexdigest()
-
-
-def load(spark: SparkSession, args: argparse.Namespace, common: AuditArgs) -> Loaded:
-    """Every directory read and replayed (`state.read_state`); objects: segment files and
-    their whole records (a directory without any segment holds nothing to audit)."""
-    from mqforensics.systems.logqueue.state import read_state
-
-    state = read_state(spark, args.dirs)
-    files = [r.asDict() for r in state.segment_files.drop("problems").collect()]
-    inputs, notes = [], []
-    for directory in state.dirs:
-        mine = [r for r in files if r["queue"] == directory]
-        if not mine:
-            notes.append(f"{directory} holds no segment file (seg-<n>.lq): nothing read there")
-        inputs.append(
-            {
-                "kind": "directory",
-                "location": directory,
-                "segments": len(mine),
-                "bytes": sum(r["size"] for r in mine),
-                "fingerprint": _fingerprint(directory, mine),
-            }
-        )
-    return Loaded(
-        frames=state,
-        source=f"log queue(s) {', '.join(state.dirs)}",
-        as_of=common.as_of or utc_now(),
-        objects=len(files) + sum(r["records"] for r in files),
-        inputs=inputs,
-        plan_inputs={"queues": list(state.dirs)},
-        notes=notes,
-    )
-
-
-def settings(args: argparse.Namespace, common: AuditArgs, loaded: Loaded) -> AuditOptions:
-    from mqforensics.systems.logqueue.checks import AuditOptions
-
-    return AuditOptions(
-        as_of=loaded.as_of,
-        retry_horizon=args.retry_horizon,
-        restart_lag_bytes=args.restart_lag_bytes,
-        subjects=common.subjects,
-        subject_key=common.subject_key,
-    )
-
-
-def _run(name: str) -> Callable[[LogQueueState, AuditOptions], DataFrame]:
-    """Check `name` of `checks`, imported when it runs (importing the spec imports no Spark)."""
-
-    def run(state: LogQueueState, options: AuditOptions) -> DataFrame:
-        from mqforensics.systems.logqueue import checks
-
-        check: Callable[[LogQueueState, AuditOptions], DataFrame] = getattr(checks, name)
-        return check(state, options)
-
-    run.__name__ = name
-    return run
+CHECKS_MODULE = "mqforensics.systems.logqueue.checks"
+READ_MODULE = "mqforensics.systems.logqueue.read"
 
 
 def _check(name: str, severity: str, what: str, why: str, todo: str) -> Check:
-    return Check(name, severity, _run(name), what, why, todo)
+    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo)
 
 
 CHECKS = (
@@ -254,7 +131,7 @@ CHECKS = (
 )
 
 
-def validation_frames(loaded: Loaded) -> Mapping[str, DataFrame]:
+def validation_frames(loaded: Loaded[LogQueueState]) -> Mapping[str, DataFrame]:
     """The canonical frames, each checked with ``expectations/logqueue_<frame>.json``."""
     state = loaded.frames
     return {
@@ -267,40 +144,24 @@ def validation_frames(loaded: Loaded) -> Mapping[str, DataFrame]:
     }
 
 
-def sample(workdir: Path) -> Sample:
-    """The two bundled queue directories, judged at the instant ``sample.json`` names."""
-    meta = json.loads((SAMPLE / "sample.json").read_text())
-    policy = SAMPLE / "policy.toml"
-    return Sample(
-        argv=[str(SAMPLE / name) for name in meta["queues"]],
-        as_of=meta["as_of"],
-        policy=policy if policy.exists() else None,
-    )
-
-
 def data_sources() -> tuple[type, ...]:
     from mqforensics.systems.logqueue import fleet
 
     return fleet.SOURCES
 
 
-def build_executors(plan: Any, args: argparse.Namespace) -> list[Any]:
-    return reclaim.build_executors(plan, args)
-
-
 SPEC = System(
     name=NAME,
     title="log-structured (crash-only) MTA queue directories",
-    add_source_options=add_source_options,
-    check_inputs=check_inputs,
-    load=load,
-    settings=settings,
+    options=LogQueueOptions,
+    load=deferred(READ_MODULE, "load"),
+    settings=deferred(READ_MODULE, "settings"),
     checks=CHECKS,
-    plan=reclaim.plan,
-    rule_kinds=(RuleKind(reclaim.GARBAGE_SEGMENTS),),
-    executors=build_executors,
+    plan=plan.plan,
+    rule_kinds=(RuleKind(plan.GARBAGE_SEGMENTS),),
+    executors=deferred("mqforensics.systems.logqueue.purge", "build_executors"),
     validation_frames=validation_frames,
-    sample=sample,
+    sample=sample.bundled,
     data_sources=data_sources,
     views=views,
 )

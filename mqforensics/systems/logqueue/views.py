@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mqforensics.systems.logqueue.state import LogQueueState
+    from mqforensics.systems.logqueue.frames import LogQueueState
 
 SEGMENT_COLUMNS = [
     "queue", "segment", "file", "size", "first_record", "last_record", "status", "restart",

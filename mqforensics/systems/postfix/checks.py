@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from mqforensics import subjects
-from mqforensics.findings import empty, union_all
+from mqforensics.findings import empty, select_findings, union_all
 from mqforensics.systems.postfix.files import SYSTEM
 from mqforensics.systems.postfix.frames import PostfixFrames
-from mqforensics.systems.postfix.options import AuditOptions
+from mqforensics.systems.postfix.options import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -35,7 +35,7 @@ def _utc(instant: dt.datetime) -> dt.datetime:
     return instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant.astimezone(dt.UTC)
 
 
-def _before(options: AuditOptions, age: dt.timedelta) -> Column:
+def _before(options: Settings, age: dt.timedelta) -> Column:
     return F.lit(_utc(options.as_of) - age).cast("timestamp")
 
 
@@ -58,19 +58,13 @@ def _age_start() -> Column:
 
 
 def _finding(
-    frame: DataFrame, check: str, severity: str, options: AuditOptions, *detail: Column
+    frame: DataFrame, check: str, severity: str, options: Settings, *detail: Column
 ) -> DataFrame:
-    return frame.select(
-        F.lit(check).alias("check"),
-        F.lit(severity).alias("severity"),
-        F.lit(SYSTEM).alias("system"),
-        F.col("queue").alias("queue"),
-        F.col("kind").alias("scope"),
-        F.col("path").alias("subject"),
-        F.lit(_utc(options.as_of)).cast("timestamp").alias("observed_at"),
-        F.col("size").cast("long").alias("bytes"),
-        F.to_json(F.struct(*_file_facts(), *detail), {"ignoreNullFields": "false"}).alias("detail"),
-    )
+    return select_findings(
+        frame, check=check, severity=severity, system=SYSTEM, queue=F.col("queue"),
+        scope=F.col("kind"), subject=F.col("path"), observed_at=options.as_of,
+        bytes=F.col("size"), detail=F.struct(*_file_facts(), *detail),
+    )  # fmt: skip
 
 
 def _messages(frames: PostfixFrames) -> DataFrame:
@@ -96,7 +90,7 @@ def _missing_records() -> Column:
     )
 
 
-def damaged_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def damaged_queue_file(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A queue file marked ready (outside ``corrupt``) whose records do not read to their end
     record: truncated, a length past the end, a broken pointer, a ``C`` or ``T`` record that is
     not numbers; one read to its end without a record the queue manager requires
@@ -116,7 +110,7 @@ def damaged_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFram
     )  # fmt: skip
 
 
-def corrupt_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def corrupt_queue_file(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A file in the ``corrupt`` queue: the queue manager moved it there because it could not
     read it; nothing delivers it any more."""
     found = _messages(frames).where(F.col("queue") == CORRUPT_QUEUE)
@@ -126,7 +120,7 @@ def corrupt_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFram
     )  # fmt: skip
 
 
-def incomplete_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def incomplete_queue_file(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A file in a message queue not marked ready (mode not 0700) and older than
     ``--incomplete-grace``: a writer (cleanup, postdrop) that died before it finished."""
     found = _messages(frames).where(
@@ -141,7 +135,7 @@ def incomplete_queue_file(frames: PostfixFrames, options: AuditOptions) -> DataF
     )  # fmt: skip
 
 
-def orphan_log(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def orphan_log(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A defer, bounce or trace log whose message is in no message queue of its host."""
     ids = (
         _messages(frames)
@@ -158,7 +152,7 @@ def orphan_log(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
     )  # fmt: skip
 
 
-def deferred_without_log(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def deferred_without_log(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A complete message in ``deferred`` with recipients still pending and no defer log: the
     reason for the delay is lost, and ``postqueue`` shows none."""
     logs = frames.files.where((F.col("kind") == "log") & (F.col("queue") == DEFER_LOG)).select(
@@ -185,7 +179,7 @@ def _expiry_start() -> Column:
     return F.coalesce(from_created, F.col("arrival"))
 
 
-def expired_in_queue(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def expired_in_queue(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A deferred message older than its lifetime (``bounce_queue_lifetime`` for a bounce, whose
     sender is empty; ``maximal_queue_lifetime`` otherwise) by more than ``--expiry-grace``,
     counted from when the queue manager's clock started (`_expiry_start`): it should have been
@@ -213,7 +207,7 @@ def expired_in_queue(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
     )  # fmt: skip
 
 
-def old_hold(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def old_hold(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A message on hold that arrived longer ago than ``--hold-age``: held mail never expires,
     so it stays until someone releases or deletes it."""
     found = _messages(frames).where(
@@ -222,7 +216,7 @@ def old_hold(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
     return _finding(found, "old_hold", "warning", options, _arrival())
 
 
-def retention_exceeded(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def retention_exceeded(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A queue file (in any message queue) whose message arrived longer ago than
     ``--retention`` (its file's last change when it has no arrival time): personal data kept
     past its retention period."""
@@ -233,7 +227,7 @@ def retention_exceeded(frames: PostfixFrames, options: AuditOptions) -> DataFram
     )  # fmt: skip
 
 
-def personal_data(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
+def personal_data(frames: PostfixFrames, options: Settings) -> DataFrame:
     """A queue file whose envelope sender or recipients (current or original) include a data
     subject searched for (``--erasure-policy``); ``detail.subjects`` are the matching keyed
     hashes, never an address. Headers and bodies are not searched."""
@@ -258,7 +252,7 @@ def personal_data(frames: PostfixFrames, options: AuditOptions) -> DataFrame:
     )
 
 
-CHECKS: dict[str, Callable[[PostfixFrames, AuditOptions], DataFrame]] = {
+CHECKS: dict[str, Callable[[PostfixFrames, Settings], DataFrame]] = {
     "damaged_queue_file": damaged_queue_file,
     "corrupt_queue_file": corrupt_queue_file,
     "incomplete_queue_file": incomplete_queue_file,
@@ -271,8 +265,8 @@ CHECKS: dict[str, Callable[[PostfixFrames, AuditOptions], DataFrame]] = {
 }
 
 
-def run_checks(frames: PostfixFrames, options: AuditOptions | None = None) -> DataFrame:
+def run_checks(frames: PostfixFrames, options: Settings | None = None) -> DataFrame:
     """Every check's findings, as one frame."""
-    options = options or AuditOptions()
+    options = options or Settings()
     session = frames.files.sparkSession
     return union_all(session, [check(frames, options) for check in CHECKS.values()])

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
+from mqforensics.spec import Sample
+from mqforensics.systems.postfix.options import PostfixOptions
 from mqforensics.systems.postfix.queue_dir import LOG_QUEUES, MESSAGE_QUEUES
 
+SAMPLE_HOST = "sample"  # what the bundled queue directory is called in findings and notebooks
 BUNDLED = Path(__file__).resolve().parents[3] / "datasets" / "postfix" / "sample"
 
 # Planted anomaly -> the (check, severity) findings it must give at the sample's as-of with the
@@ -93,3 +96,19 @@ def materialize(target: Path, truth: Path, sample: Path = BUNDLED) -> SampleCopy
     document = {"sample": str(sample), "as_of": as_of, "findings": ground_truth(target, sample)}
     Path(truth).write_text(json.dumps(document, indent=2) + "\n")
     return SampleCopy(target, as_of, Path(truth))
+
+
+def bundled(workdir: Path) -> Sample:
+    """The bundled queue directory (written by the real Postfix, anomalies planted in the
+    copy) under ``workdir/queue`` with its recorded modes and mtimes (git keeps neither)."""
+    queue = Path(workdir) / "queue"
+    shutil.rmtree(queue, ignore_errors=True)
+    copy = materialize(queue, Path(workdir) / "ground_truth.json")
+    return Sample(
+        options=PostfixOptions(
+            queue_dir=[f"{SAMPLE_HOST}={copy.queue_dir}"], main_cf=BUNDLED / "postconf.txt"
+        ),
+        as_of=copy.as_of,
+        ground_truth=copy.ground_truth,
+        policy=BUNDLED / "policy.toml",
+    )

@@ -1,4 +1,5 @@
-"""Checks of slimta queue stores: pure functions from the `items.ITEMS` frame to findings
+"""Checks of slimta queue stores: pure functions from the items frame (`frames.SlimtaFrames`,
+`items.ITEMS`) and the `options.Settings` to findings
 (`findings.SCHEMA`, system ``slimta``, ``queue`` = the store: env_dir, ``HOST:PORT/DB`` or
 ``s3://BUCKET/PREFIX``).
 
@@ -7,7 +8,7 @@ path when there is no ``.env``), the Redis key, the S3 key, or the SQS message. 
 slimta's behaviour come from python-slimta 5.0.5 (see docs/slimta.md). Checks never
 pseudonymise: the audit runner does, in one place.
 
-The findings a cleanup plan acts on (`planner`) also carry, in ``detail``, what the plan records
+The findings a cleanup plan acts on (`plan`) also carry, in ``detail``, what the plan records
 about the item (`_plan_facts`): its stored ``parts`` (name, size and digest: a file's SHA-256, a
 hash's fields digest, an object's ETag), the ``files`` a DiskStorage message or tmp file is made
 of, an object's ``metadata``, a queue entry's ``entry_hex``, the queue entries naming a message
@@ -25,9 +26,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from mqforensics import subjects
-from mqforensics.findings import empty, union_all
+from mqforensics.findings import empty, select_findings, union_all
+from mqforensics.systems.slimta.frames import SlimtaFrames
 from mqforensics.systems.slimta.items import MESSAGE, OK, OTHER_KEY, QUEUE_ENTRY, SYSTEM, TMP_FILE
-from mqforensics.systems.slimta.options import AuditOptions
+from mqforensics.systems.slimta.options import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -43,8 +45,8 @@ def _utc(instant: dt.datetime) -> dt.datetime:
     return instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant.astimezone(dt.UTC)
 
 
-def _before(options: AuditOptions, age: dt.timedelta) -> Column:
-    return F.lit(_utc(options.as_of) - age).cast("timestamp")
+def _before(settings: Settings, age: dt.timedelta) -> Column:
+    return F.lit(_utc(settings.as_of) - age).cast("timestamp")
 
 
 def _subject() -> Column:
@@ -52,19 +54,13 @@ def _subject() -> Column:
 
 
 def _finding(
-    frame: DataFrame, check: str, severity: str | Column, options: AuditOptions, detail: Column
+    frame: DataFrame, check: str, severity: str | Column, settings: Settings, detail: Column
 ) -> DataFrame:
-    return frame.select(
-        F.lit(check).alias("check"),
-        (severity if not isinstance(severity, str) else F.lit(severity)).alias("severity"),
-        F.lit(SYSTEM).alias("system"),
-        F.col("store").alias("queue"),
-        F.col("kind").alias("scope"),
-        _subject().cast("string").alias("subject"),
-        F.lit(_utc(options.as_of)).cast("timestamp").alias("observed_at"),
-        F.col("stored_bytes").cast("long").alias("bytes"),
-        F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
-    )
+    return select_findings(
+        frame, check=check, severity=severity, system=SYSTEM, queue=F.col("store"),
+        scope=F.col("kind"), subject=_subject(), observed_at=settings.as_of,
+        bytes=F.col("stored_bytes"), detail=detail,
+    )  # fmt: skip
 
 
 def _messages(items: DataFrame) -> DataFrame:
@@ -75,21 +71,21 @@ def _joined(directory: str) -> str:
     return os.path.join(directory, "")
 
 
-def _files(options: AuditOptions) -> Column:
+def _files(settings: Settings) -> Column:
     """The files a DiskStorage item is made of, present or not: a message's ``<id>.env`` and
     ``<id>.meta`` (in that order: the purger removes the ``.env`` first), a tmp file itself."""
     none = F.lit(None).cast("array<string>")
-    if options.env_dir is None:
+    if settings.env_dir is None:
         return none
     disk = F.col("backend") == "disk"
-    meta_dir = _joined(options.meta_dir or options.env_dir)
+    meta_dir = _joined(settings.meta_dir or settings.env_dir)
     message = F.array(
-        F.concat(F.lit(_joined(options.env_dir)), F.col("id"), F.lit(".env")),
+        F.concat(F.lit(_joined(settings.env_dir)), F.col("id"), F.lit(".env")),
         F.concat(F.lit(meta_dir), F.col("id"), F.lit(".meta")),
     )
     tmp = (
-        F.array(F.concat(F.lit(_joined(options.tmp_dir)), F.col("id")))
-        if options.tmp_dir is not None
+        F.array(F.concat(F.lit(_joined(settings.tmp_dir)), F.col("id")))
+        if settings.tmp_dir is not None
         else none
     )
     return (
@@ -121,7 +117,7 @@ def with_queue_entries(items: DataFrame, frame: DataFrame | None = None) -> Data
     return base.join(entries, condition, "left").drop("_entry_store", "_entry_id")
 
 
-def _plan_facts(options: AuditOptions, *, queued: bool = False) -> list[Column]:
+def _plan_facts(settings: Settings, *, queued: bool = False) -> list[Column]:
     """What a plan records about the item a finding names (see the module docstring);
     `queued`: the frame went through `with_queue_entries`."""
     parts = F.transform(
@@ -140,7 +136,7 @@ def _plan_facts(options: AuditOptions, *, queued: bool = False) -> list[Column]:
     )
     return [
         parts.alias("parts"),
-        _files(options).alias("files"),
+        _files(settings).alias("files"),
         metadata.alias("metadata"),
         F.col("entry_hex"),
         queued_by.alias("queued_by"),
@@ -150,7 +146,7 @@ def _plan_facts(options: AuditOptions, *, queued: bool = False) -> list[Column]:
     ]
 
 
-def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
+def torn_write(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A message with only one of its halves. Disk: an ``.env`` without ``.meta`` (slimta's
     load raises FileNotFoundError, logs it and never retries or removes the message: mail
     silently never delivered) or a ``.meta`` without ``.env`` (never listed: an invisible
@@ -160,10 +156,11 @@ def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
     was read: an object no SQS message names (``queue_message`` failed after the upload, which
     slimta only logs, so the object is never delivered). Disk pairs younger than a minute may
     still be mid-write and are left out."""
+    items = frames.items
     rows = with_queue_entries(items, _messages(items)).where(
         F.col("backend").isin("disk", "redis")
         & ((F.col("envelope_state") == "missing") != (F.col("meta_state") == "missing"))
-        & (F.col("modified").isNull() | (F.col("modified") < _before(options, TORN_WRITE_GRACE)))
+        & (F.col("modified").isNull() | (F.col("modified") < _before(settings, TORN_WRITE_GRACE)))
     )
     missing = F.when(F.col("envelope_state") == "missing", "envelope").otherwise("meta")
     found = [
@@ -173,16 +170,16 @@ def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
             F.when((missing == "meta") & (F.col("backend") == "disk"), "error").otherwise(
                 "warning"
             ),
-            options,
+            settings,
             F.struct(
                 F.col("backend"),
                 F.col("id"),
                 missing.alias("missing"),
-                *_plan_facts(options, queued=True),
+                *_plan_facts(settings, queued=True),
             ),
         )
     ]
-    if options.sqs_export:
+    if settings.sqs_export:
         entries = items.where((F.col("kind") == QUEUE_ENTRY) & (F.col("backend") == "s3")).select(
             "store", F.col("id").alias("queued_id")
         )
@@ -197,18 +194,19 @@ def torn_write(items: DataFrame, options: AuditOptions) -> DataFrame:
         )
         detail = F.struct(
             F.col("backend"), F.col("id"), F.lit("queue_message").alias("missing"),
-            *_plan_facts(options),
+            *_plan_facts(settings),
         )  # fmt: skip
-        found.append(_finding(unqueued, "torn_write", "error", options, detail))
+        found.append(_finding(unqueued, "torn_write", "error", settings, detail))
     return union_all(items.sparkSession, found)
 
 
-def stale_tmp(items: DataFrame, options: AuditOptions) -> DataFrame:
+def stale_tmp(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A file in DiskStorage's ``tmp_dir`` older than `stale_tmp`: slimta's write renames its
     mkstemp file into place at once, and a failed write leaves it behind forever (never
     unlinked). It may hold a whole envelope: ``detail.holds`` says what it decodes to."""
+    items = frames.items
     rows = items.where(
-        (F.col("kind") == TMP_FILE) & (F.col("modified") < _before(options, options.stale_tmp))
+        (F.col("kind") == TMP_FILE) & (F.col("modified") < _before(settings, settings.stale_tmp))
     )
     holds = (
         F.when(F.col("envelope_state") == OK, "envelope")
@@ -217,16 +215,17 @@ def stale_tmp(items: DataFrame, options: AuditOptions) -> DataFrame:
     )
     detail = F.struct(
         F.col("backend"), F.col("id"), F.col("id").alias("file"), holds.alias("holds"),
-        *_plan_facts(options),
+        *_plan_facts(settings),
     )  # fmt: skip
-    return _finding(rows, "stale_tmp", "warning", options, detail)
+    return _finding(rows, "stale_tmp", "warning", settings, detail)
 
 
-def corrupt_meta(items: DataFrame, options: AuditOptions) -> DataFrame:
+def corrupt_meta(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A message whose meta does not decode, or lacks the timestamp. slimta's load catches only
     OSError, so it stops at this message: every message listed after it is not loaded
     (``detail.blocks_later``: how many ``.env`` files follow it in ``os.listdir`` order, for
     disk). Redis: a non-hash key under the prefix fails the same way (WRONGTYPE)."""
+    items = frames.items
     rows = items.where(
         (F.col("kind") == OTHER_KEY)
         | (F.col("kind") == MESSAGE) & (
@@ -249,49 +248,52 @@ def corrupt_meta(items: DataFrame, options: AuditOptions) -> DataFrame:
     reason = F.coalesce(F.col("meta_error"), F.lit("no timestamp"))
     detail = F.struct(
         F.col("backend"), F.col("id"), reason.alias("reason"), later.alias("blocks_later"),
-        *_plan_facts(options),
+        *_plan_facts(settings),
     )  # fmt: skip
-    return _finding(counted, "corrupt_meta", "error", options, detail)
+    return _finding(counted, "corrupt_meta", "error", settings, detail)
 
 
-def unreadable_envelope(items: DataFrame, options: AuditOptions) -> DataFrame:
+def unreadable_envelope(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A message whose envelope does not decode (truncated, not a pickle, not an Envelope) or
     cannot be read: slimta's ``get`` fails on every attempt, so it is never delivered."""
+    items = frames.items
     rows = _messages(items).where(F.col("envelope_state").isin(*BROKEN_STATES, UNREADABLE))
     detail = F.struct(
         F.col("backend"), F.col("id"), F.col("envelope_state").alias("state"),
         F.col("envelope_error").alias("reason"),
     )  # fmt: skip
-    return _finding(rows, "unreadable_envelope", "error", options, detail)
+    return _finding(rows, "unreadable_envelope", "error", settings, detail)
 
 
-def unsafe_pickle(items: DataFrame, options: AuditOptions) -> DataFrame:
+def unsafe_pickle(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A stored pickle that names a global outside the allow-list (a command, an import):
     slimta unpickles it with plain ``pickle.loads`` and would run it. It was not loaded here.
     Evidence of tampering with the store: never planned for deletion automatically."""
+    items = frames.items
     rows = items.where((F.col("envelope_state") == UNSAFE) | (F.col("meta_state") == UNSAFE))
     which = F.when(F.col("envelope_state") == UNSAFE, "envelope").otherwise("meta")
     reason = F.when(which == "envelope", F.col("envelope_error")).otherwise(F.col("meta_error"))
     detail = F.struct(F.col("backend"), F.col("id"), which.alias("pickle"),
                       reason.alias("reason"))  # fmt: skip
-    return _finding(rows, "unsafe_pickle", "critical", options, detail)
+    return _finding(rows, "unsafe_pickle", "critical", settings, detail)
 
 
-def retry_exhausted(items: DataFrame, options: AuditOptions) -> DataFrame:
+def retry_exhausted(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A message with more attempts than the backoff allows (``attempts > retry_maximum``):
     slimta's backoff gave up on it, so it should have been bounced and removed; it still holds
     the mail (a failed remove, or a queue that changed its retry settings)."""
-    messages = _messages(items).where(F.col("attempts") > F.lit(options.retry_maximum))
+    items = frames.items
+    messages = _messages(items).where(F.col("attempts") > F.lit(settings.retry_maximum))
     rows = with_queue_entries(items, messages)
     detail = F.struct(
         F.col("backend"), F.col("id"), F.col("attempts"),
-        F.lit(options.retry_maximum).alias("retry_maximum"),
-        *_plan_facts(options, queued=True),
+        F.lit(settings.retry_maximum).alias("retry_maximum"),
+        *_plan_facts(settings, queued=True),
     )  # fmt: skip
-    return _finding(rows, "retry_exhausted", "warning", options, detail)
+    return _finding(rows, "retry_exhausted", "warning", settings, detail)
 
 
-def delivered_indexes_unreliable(items: DataFrame, options: AuditOptions) -> DataFrame:
+def delivered_indexes_unreliable(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A message with ``delivered_indexes``. slimta removes those indexes from the recipient
     list on every ``get``, but `Queue` computes them against the already-reduced list, so after
     two partial deliveries they name the wrong recipients; a pickled *set* (what `Queue`
@@ -299,6 +301,7 @@ def delivered_indexes_unreliable(items: DataFrame, options: AuditOptions) -> Dat
     or ``set + set``: TypeError); a repeated index removes a recipient never delivered; an index
     out of range makes every ``get`` fail (IndexError). ``detail.reasons`` lists what applies;
     out of range is an error, the rest warnings."""
+    items = frames.items
     rows = _messages(items).where(F.col("delivered_indexes").isNotNull())
     count = F.size(F.coalesce(F.col("recipients"), F.array().cast("array<string>")))
     out_of_range = F.exists("delivered_indexes", lambda i: (i < 0) | (i >= count))
@@ -317,19 +320,20 @@ def delivered_indexes_unreliable(items: DataFrame, options: AuditOptions) -> Dat
         F.col("delivered_indexes_type").alias("stored_as"), count.alias("recipients"),
         reasons.alias("reasons"),
     )  # fmt: skip
-    return _finding(rows, "delivered_indexes_unreliable", severity, options, detail)
+    return _finding(rows, "delivered_indexes_unreliable", severity, settings, detail)
 
 
-def retention_exceeded(items: DataFrame, options: AuditOptions) -> DataFrame:
+def retention_exceeded(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """Personal data held beyond `retention`: a queued message (or a ``tmp_dir`` file holding an
     envelope) that arrived longer ago than that. Age is the envelope's arrival ``timestamp``;
     when the envelope does not decode, the file's modification time, else (Redis, S3) the next
     attempt, which slimta sets at enqueue or later (``detail.age_from``)."""
+    items = frames.items
     arrived = F.coalesce(F.col("arrival"), F.col("modified"), F.col("next_attempt"))
     holds_mail = (F.col("kind") == MESSAGE) | (
         (F.col("kind") == TMP_FILE) & (F.col("envelope_state") == OK)
     )
-    selected = items.where(holds_mail & (arrived < _before(options, options.retention)))
+    selected = items.where(holds_mail & (arrived < _before(settings, settings.retention)))
     rows = with_queue_entries(items, selected)
     age_from = (
         F.when(F.col("arrival").isNotNull(), "arrival")
@@ -339,20 +343,21 @@ def retention_exceeded(items: DataFrame, options: AuditOptions) -> DataFrame:
     detail = F.struct(
         F.col("backend"), F.col("id"), age_from.alias("age_from"), arrived.alias("since"),
         F.floor(
-            (F.lit(_utc(options.as_of)).cast("timestamp").cast("long") - arrived.cast("long"))
+            (F.lit(_utc(settings.as_of)).cast("timestamp").cast("long") - arrived.cast("long"))
             / 86400
         ).alias("age_days"),
         F.col("sender"),
         F.size(F.coalesce(F.col("recipients"), F.array())).alias("recipients"),
-        *_plan_facts(options, queued=True),
+        *_plan_facts(settings, queued=True),
     )  # fmt: skip
-    return _finding(rows, "retention_exceeded", "warning", options, detail)
+    return _finding(rows, "retention_exceeded", "warning", settings, detail)
 
 
-def dangling_queue_entry(items: DataFrame, options: AuditOptions) -> DataFrame:
+def dangling_queue_entry(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A notification (Redis ``<prefix>queue`` item, exported SQS message) naming a message the
     store does not hold: slimta pops it and fails ``get`` (KeyError, or a missing object). One
     that does not decode at all (``detail.reason``) stops slimta's ``wait`` loop: an error."""
+    items = frames.items
     entries = items.where(F.col("kind") == QUEUE_ENTRY)
     held = _messages(items).select("store", F.col("id").alias("held_id"))
     dangling = entries.where(F.col("envelope_state") == OK).join(
@@ -361,23 +366,24 @@ def dangling_queue_entry(items: DataFrame, options: AuditOptions) -> DataFrame:
     broken = entries.where(F.col("envelope_state").isin(*BROKEN_STATES))
     detail = F.struct(
         F.col("backend"), F.col("id"), F.col("envelope_error").alias("reason"),
-        *_plan_facts(options),
+        *_plan_facts(settings),
     )  # fmt: skip
     return union_all(
         items.sparkSession,
         [
-            _finding(dangling, "dangling_queue_entry", "warning", options, detail),
-            _finding(broken, "dangling_queue_entry", "error", options, detail),
+            _finding(dangling, "dangling_queue_entry", "warning", settings, detail),
+            _finding(broken, "dangling_queue_entry", "error", settings, detail),
         ],
     )
 
 
-def queue_list_blocks_load(items: DataFrame, options: AuditOptions) -> DataFrame:
+def queue_list_blocks_load(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A non-empty RedisStorage notification list (``<prefix>queue``). slimta 5.0.5's ``load``
     skips the list by comparing each ``KEYS`` answer (bytes) with the list's name (str), which
     never matches: it reads the list as a message hash and fails with WRONGTYPE, so a restart
     loads nothing at all while the list holds entries (the running queue drains it; a crash or
     a stopped queue leaves it full). Verified with python-slimta 5.0.5 and Redis 7."""
+    items = frames.items
     lists = (
         items.where((F.col("kind") == QUEUE_ENTRY) & (F.col("backend") == "redis"))
         .groupBy("store", _subject().alias("list"))
@@ -391,36 +397,37 @@ def queue_list_blocks_load(items: DataFrame, options: AuditOptions) -> DataFrame
         )
     )
     detail = F.struct(F.lit("redis").alias("backend"), F.col("entries"))
-    return _finding(lists, "queue_list_blocks_load", "error", options, detail)
+    return _finding(lists, "queue_list_blocks_load", "error", settings, detail)
 
 
-def personal_data(items: DataFrame, options: AuditOptions) -> DataFrame:
+def personal_data(frames: SlimtaFrames, settings: Settings) -> DataFrame:
     """A queued message, or a ``tmp_dir`` file holding an envelope, whose envelope sender or
     recipients include a data subject searched for (``--erasure-policy``): one finding per item,
     ``detail.subjects`` the matching keyed hashes (`mqforensics.subjects`), never an address.
     Only envelope addresses are searched, not headers or bodies. Nothing when no subject is
     searched."""
-    if not options.subjects:
+    items = frames.items
+    if not settings.subjects:
         return empty(items.sparkSession)
     addresses = F.concat(
         F.array(F.col("sender")),
         F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
     )
-    wanted = F.array(*(F.lit(s) for s in sorted(options.subjects)))
+    wanted = F.array(*(F.lit(s) for s in sorted(settings.subjects)))
     held = F.array_sort(
-        F.array_intersect(subjects.keyed_addresses(addresses, options.subject_key), wanted)
+        F.array_intersect(subjects.keyed_addresses(addresses, settings.subject_key), wanted)
     )
     holds_mail = F.col("kind").isin(MESSAGE, TMP_FILE) & (F.col("envelope_state") == OK)
     found = items.where(holds_mail).withColumn("_subjects", held).where(F.size("_subjects") > 0)
     rows = with_queue_entries(items, found)
     detail = F.struct(
         F.col("backend"), F.col("id"), F.col("_subjects").alias("subjects"),
-        *_plan_facts(options, queued=True),
+        *_plan_facts(settings, queued=True),
     )  # fmt: skip
-    return _finding(rows, "personal_data", "info", options, detail)
+    return _finding(rows, "personal_data", "info", settings, detail)
 
 
-CHECKS: dict[str, Callable[[DataFrame, AuditOptions], DataFrame]] = {
+CHECKS: dict[str, Callable[[SlimtaFrames, Settings], DataFrame]] = {
     "torn_write": torn_write,
     "stale_tmp": stale_tmp,
     "corrupt_meta": corrupt_meta,
@@ -435,7 +442,8 @@ CHECKS: dict[str, Callable[[DataFrame, AuditOptions], DataFrame]] = {
 }
 
 
-def run_checks(items: DataFrame, options: AuditOptions | None = None) -> DataFrame:
-    """Every check's findings over `items`, as one frame (what the audit runner computes)."""
-    options = options or AuditOptions()
-    return union_all(items.sparkSession, [check(items, options) for check in CHECKS.values()])
+def run_checks(frames: SlimtaFrames, settings: Settings | None = None) -> DataFrame:
+    """Every check's findings over `frames`, as one frame (what the audit runner computes)."""
+    settings = settings or Settings()
+    spark = frames.items.sparkSession
+    return union_all(spark, [check(frames, settings) for check in CHECKS.values()])

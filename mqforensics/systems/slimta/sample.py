@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import InputError
+from mqforensics.spec import Sample
 from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX, DiskLayout
+from mqforensics.systems.slimta.options import SlimtaOptions
+from mqforensics.units import utc_text
 
 BUNDLED = Path(__file__).resolve().parents[3] / "datasets" / "slimta" / "sample"
 EXPECTED = "expected_findings.json"
@@ -81,3 +84,22 @@ def write_ground_truth(copy: SampleCopy, path: Path) -> Path:
     """`expected_findings` of `copy` as ``{"findings": [...]}`` (what `demo` compares with)."""
     path.write_text(json.dumps({"findings": expected_findings(copy)}, indent=1) + "\n")
     return path
+
+
+def bundled(workdir: Path) -> Sample:
+    """The bundled DiskStorage copied under ``workdir/store`` with its recorded mtimes (git keeps
+    none), judged a minute after it was written; its ground truth written beside it."""
+    store = Path(workdir) / "store"
+    shutil.rmtree(store, ignore_errors=True)
+    copy = materialize(store)
+    layout = copy.layout
+    assert layout.tmp_dir is not None
+    truth = write_ground_truth(copy, Path(workdir) / "ground_truth.json")
+    return Sample(
+        options=SlimtaOptions(
+            disk=Path(layout.env_dir), meta_dir=Path(layout.meta_dir), tmp_dir=Path(layout.tmp_dir)
+        ),
+        as_of=utc_text(copy.as_of),
+        ground_truth=truth,
+        policy=BUNDLED / "policy.toml",
+    )

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqforensics.services import cyrus as cyrus_service
-from mqforensics.systems.cyrus import checks, records, twoskip
-from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus import dbchecks, records, twoskip
+from mqforensics.systems.cyrus.database import Database
 from mqforensics.systems.cyrus.dbtool import DbTool
 from mqforensics.systems.cyrus.imap_acl import ImapAdmin, quote
 
@@ -146,4 +146,4 @@ def read_db(path: Path) -> Database:
 
 
 def racl_findings(db: Database) -> list:
-    return [f for f in checks.run_checks(db, default_domain=DOMAIN) if f.scope == "racl"]
+    return [f for f in dbchecks.run_checks(db, default_domain=DOMAIN) if f.scope == "racl"]

@@ -11,8 +11,8 @@ import pytest
 
 from mqforensics import cli
 from mqforensics.services import cyrus as cyrus_service
-from mqforensics.systems.cyrus import checks, dumps, records, twoskip
-from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus import dbchecks, dumps, records, twoskip
+from mqforensics.systems.cyrus.database import Database
 from mqforensics.systems.cyrus.dbtool import DbTool
 from tests.integration.cyrus import cyrus_support as support
 from tests.integration.cyrus.cyrus_support import DOMAIN
@@ -111,7 +111,7 @@ def test_racl_keys_equal_cyrus_rule(db, scenario):
 
 def test_acl_findings_on_the_scenario(db, scenario):
     t = scenario.tag
-    found = [f for f in checks.run_checks(db, default_domain=DOMAIN) if t in f.subject]
+    found = [f for f in dbchecks.run_checks(db, default_domain=DOMAIN) if t in f.subject]
     assert sorted((f.check, f.subject) for f in found) == sorted(
         [
             ("anyone_share", f"user.ann{t}.Archive anyone"),
@@ -137,7 +137,7 @@ def test_acl_findings_on_the_scenario(db, scenario):
     assert dangling.detail["grants"] == [
         {"mailbox": f"user.ann{t}.Archive", "rights": "lr", "negative": False}
     ]
-    rows = [r for r in checks.sharing_report(db.entries, ["cyrus"], DOMAIN) if t in r["mailbox"]]
+    rows = [r for r in dbchecks.sharing_report(db.entries, ["cyrus"], DOMAIN) if t in r["mailbox"]]
     assert {(r["mailbox"], r["grantee"], r["rights"], r["effective"]) for r in rows} >= {
         (f"user.ben{t}.Notes", f"ann{t}@{DOMAIN}", "lrsw", False),
         (f"user.ann{t}.Archive.Q1", f"ben{t}", "r", True),
@@ -206,9 +206,9 @@ def test_planted_inconsistencies_are_found_exactly(cyrus, live_copy, scenario):
     found = support.racl_findings(db)
     assert sorted((f.check, f.subject, f.detail.get("reason")) for f in found) == sorted(
         [
-            ("racl_missing", checks.visible(removed), None),
-            ("racl_missing", checks.visible(removed_shared), None),
-            *((check, checks.visible(key), reason) for key, (check, reason) in planted.items()),
+            ("racl_missing", dbchecks.visible(removed), None),
+            ("racl_missing", dbchecks.visible(removed_shared), None),
+            *((check, dbchecks.visible(key), reason) for key, (check, reason) in planted.items()),
         ]
     )
     assert {f.severity for f in found if f.check == "racl_missing"} == {"error"}
@@ -232,7 +232,7 @@ def test_bit_flip_in_a_live_record_is_located(live_copy, db, scenario, tmp_path)
     assert [(p.kind, p.offset) for p in result.problems] == [("crc_tail", record.offset)]
     assert not result.complete and key not in dict(result.items())
     assert len(result.records) == len(parsed.records) - 1
-    found = checks.integrity(Database.from_file(result))
+    found = dbchecks.integrity(Database.from_file(result))
     assert [(f.severity, f.subject) for f in found] == [
         ("critical", f"{broken}@{record.offset:#x}")
     ]

@@ -3,7 +3,6 @@ subject over IMAP, RACL key repairs through cyr_dbtool on the live database."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -19,10 +18,11 @@ from mqforensics import cli
 from mqforensics.purge.engine import PurgeResult
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, read_plan
-from mqforensics.systems.cyrus import checks, twoskip
-from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus import dbchecks, twoskip
+from mqforensics.systems.cyrus.database import Database
 from mqforensics.systems.cyrus.dbtool import DbTool
-from mqforensics.systems.cyrus.planner import (
+from mqforensics.systems.cyrus.options import PurgeOptions
+from mqforensics.systems.cyrus.plan import (
     DELETE_ACL,
     GRANT_ON_SUBJECTS_MAILBOX,
     GRANT_TO_SUBJECT,
@@ -30,7 +30,7 @@ from mqforensics.systems.cyrus.planner import (
     RACL_ADD,
     RACL_REMOVE,
 )
-from mqforensics.systems.cyrus.purge_executor import build_executors
+from mqforensics.systems.cyrus.purge import build_executors
 from tests.integration.cyrus import cyrus_support as support
 from tests.integration.cyrus.cyrus_support import DOMAIN
 from tests.purge_hooks import apply_with_hook
@@ -194,7 +194,7 @@ def test_deleteacl_plan_removes_exactly_the_planned_grants(cyrus, scenario, tmp_
     # drifted grant, which a new plan picks up.
     db = support.read_db(support.snapshot(cyrus, tmp_path / "after.db"))
     assert support.racl_findings(db) == []
-    rows = checks.sharing_report(db.entries, ["cyrus"], DOMAIN)
+    rows = dbchecks.sharing_report(db.entries, ["cyrus"], DOMAIN)
     left = [(r["mailbox"], r["grantee"]) for r in rows if f"ben{t}" in r["grantee"]]
     assert left == [(f"user.ann{t}.Archive.Q1", f"ben{t}")]
     assert not [r for r in rows if r["owner"] == f"ben{t}"]
@@ -205,7 +205,7 @@ def test_deleteacl_plan_removes_exactly_the_planned_grants(cyrus, scenario, tmp_
     assert ben.encode() not in b"".join(k + v for k, v in parsed.items())
     if ben.encode() in raw:
         assert any(ben.encode() in r.key + r.value for r in parsed.history)
-        assert [f.check for f in checks.unreclaimed_history(Database.from_file(parsed))] == [
+        assert [f.check for f in dbchecks.unreclaimed_history(Database.from_file(parsed))] == [
             "unreclaimed_history"
         ]
     second = read_plan(_plan(cyrus, tmp_path, _erase(ben), "erase-again"))
@@ -284,7 +284,7 @@ class _AtAction:
             change()
 
 
-def _hooked_purge(plan_dir: Path, args: argparse.Namespace, hook: _AtAction) -> PurgeResult:
+def _hooked_purge(plan_dir: Path, args: PurgeOptions, hook: _AtAction) -> PurgeResult:
     plan = read_plan(plan_dir)
     return apply_with_hook(plan, build_executors(plan, args), hook)
 
@@ -333,7 +333,7 @@ def test_deleteacl_last_check_and_rights_removal_keep_what_changed(cyrus, tmp_pa
     )
     monkeypatch.setenv("MQF_IMAP_USERNAME", cyrus["username"])
     monkeypatch.setenv("MQF_IMAP_PASSWORD", cyrus["password"])
-    args = argparse.Namespace(imap=f"{cyrus['host']}:{cyrus['port']}", imap_ssl=False)
+    args = PurgeOptions(imap=f"{cyrus['host']}:{cyrus['port']}", imap_ssl=False)
     result = _hooked_purge(plan_dir, args, hook)
     assert not hook.pending
 
@@ -428,7 +428,7 @@ def test_racl_last_check_holds_the_database_lock_until_the_write(cyrus, tmp_path
             ),
         },
     )
-    args = argparse.Namespace(cyrus_config=cyrus["config"], cyrus_tools=None, cyrus_user=None)
+    args = PurgeOptions(cyrus_config=cyrus["config"])
     result = _hooked_purge(plan_dir, args, hook)
     assert not hook.pending
     for thread in blocked.values():

@@ -27,8 +27,8 @@ from mqforensics.services import seaweedfs
 from mqforensics.services.cassandra import nodetool as cassandra_nodetool
 from mqforensics.sources.cassandra_scan import read_table
 from mqforensics.systems.james.config_history import history_rows
+from mqforensics.systems.james.read import ROW_CHECKS
 from mqforensics.systems.james.snapshot import read_snapshot
-from mqforensics.systems.james.source import ROW_CHECKS
 from mqforensics.units import plural
 from tests.integration.james.dsbulk_support import unload_tables
 

@@ -13,7 +13,7 @@ import pytest
 
 from mqforensics.errors import explain
 from mqforensics.services.seaweedfs import s3_endpoint
-from mqforensics.systems.james.source import read_james_blobs
+from mqforensics.systems.james.read import read_james_blobs
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from datasets.james import generate as gen
 from datasets.james.load import load_into_cassandra
 from mqforensics.sources.cassandra_connection import close_cluster
 from mqforensics.systems.james.live import LiveOptions, read_live
-from mqforensics.systems.james.source import unread_partitions
+from mqforensics.systems.james.read import unread_partitions
 
 pytestmark = pytest.mark.integration
 

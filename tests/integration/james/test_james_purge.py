@@ -345,12 +345,11 @@ def test_drift_after_planning_makes_those_actions_skip(
 def _purge_in_process(plan_dir: Path, changes: dict[str, Any]) -> set[str]:
     """Apply the plan in this process; at each fault point named in `changes` its function runs
     once (the live system changing a target there). The labels whose change ran."""
-    import argparse
-
-    from mqforensics.systems.james.purge_executor import build_executors
+    from mqforensics.systems.james.options import PurgeOptions
+    from mqforensics.systems.james.purge import build_executors
 
     plan = read_plan(plan_dir)
-    executors = build_executors(plan, argparse.Namespace())
+    executors = build_executors(plan, PurgeOptions())
     fired: set[str] = set()
 
     def hook(label: str) -> None:

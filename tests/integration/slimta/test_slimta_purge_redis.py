@@ -5,7 +5,6 @@ writes during the rate wait or between the last check and the delete (WATCH) kep
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import pickle
 import uuid
@@ -20,9 +19,9 @@ from mqforensics.purge.engine import PurgeResult, run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.systems.slimta import purge_executor
+from mqforensics.systems.slimta import purge as slimta_purge
 from mqforensics.systems.slimta.digests import hash_fields_digest
-from mqforensics.systems.slimta.purge_executor import (
+from mqforensics.systems.slimta.purge import (
     CHANGED_HASH,
     DELETE_REDIS_HASH,
     ENTRY_MESSAGE_EXISTS,
@@ -51,7 +50,7 @@ FINDING = "0123456789abcdef"  # the finding every action here cites (plans are m
 
 @pytest.fixture(autouse=True)
 def no_settle(monkeypatch: pytest.MonkeyPatch, redis: dict) -> None:
-    monkeypatch.setattr(purge_executor, "CENSUS_SETTLE_SECONDS", 0)
+    monkeypatch.setattr(slimta_purge, "CENSUS_SETTLE_SECONDS", 0)
     monkeypatch.setenv("MQF_REDIS_PASSWORD", redis["password"])
     monkeypatch.delenv("MQF_REDIS_USERNAME", raising=False)
 
@@ -159,12 +158,12 @@ def test_purge_deletes_exactly_the_planned_keys_and_entries(
     before = snapshot(client, prefix)
     lines: list[str] = []
 
-    dry = run_purge(plan, build_executors(plan, argparse.Namespace()), apply=False,
+    dry = run_purge(plan, build_executors(plan), apply=False,
                     out=lines.append)  # fmt: skip
     assert (dry.would_apply, dry.skipped, dry.already_final) == (4, 2, 2)
     assert snapshot(client, prefix) == before
 
-    executors = build_executors(plan, argparse.Namespace())
+    executors = build_executors(plan)
     result = run_purge(plan, executors, apply=True, out=lines.append)
     for executor in executors:
         executor.close()
@@ -190,7 +189,7 @@ def test_purge_deletes_exactly_the_planned_keys_and_entries(
     assert removed[6] == {"entries": 2, "bytes": 2 * len(entry(GONE))}
     assert removed[3] == {"keys": 0, "bytes": 0}  # DELIVERED: slimta removed it first
 
-    again = run_purge(plan, build_executors(plan, argparse.Namespace()), apply=True,
+    again = run_purge(plan, build_executors(plan), apply=True,
                       out=lines.append)  # fmt: skip
     assert (again.done, again.operations) == (0, 0)
     assert snapshot(client, prefix) == after
@@ -232,7 +231,7 @@ def test_a_hash_or_message_written_during_the_rate_wait_is_kept(
             store_message(client, prefix, NEW, queued=False)
         seen.append(label)
 
-    result = apply_with_hook(plan, build_executors(plan, argparse.Namespace()), slimta)
+    result = apply_with_hook(plan, build_executors(plan), slimta)
     # The check after the wait saw the change (not a refused EXEC, which would take a second
     # slot): one rate slot each, and no delete began.
     for label in (retried, new):
@@ -294,10 +293,10 @@ def test_a_write_between_the_check_and_the_delete_aborts_it(
         elif label == f"before remove the entry naming {LATE} from {queue}" and first:
             store_message(client, prefix, LATE, queued=False)  # its message stored again
 
-    result = apply_with_hook(plan, build_executors(plan, argparse.Namespace()), slimta)
+    result = apply_with_hook(plan, build_executors(plan), slimta)
     kept_changing = (
         f"Redis key {prefix}{RETRIED} kept changing between the check and the delete "
-        f"(WATCH aborted {purge_executor.WATCH_ATTEMPTS} attempts)"
+        f"(WATCH aborted {slimta_purge.WATCH_ATTEMPTS} attempts)"
     )
     assert skipped_records(result.journal) == [
         (0, CHANGED_HASH, True, 0),
@@ -305,7 +304,7 @@ def test_a_write_between_the_check_and_the_delete_aborts_it(
         (5, ENTRY_MESSAGE_EXISTS, True, 0),
     ]
     # Every refused EXEC was followed by a new rate slot and a new check.
-    assert seen.count(f"rate slot delete hash {prefix}{RETRIED}") == purge_executor.WATCH_ATTEMPTS
+    assert seen.count(f"rate slot delete hash {prefix}{RETRIED}") == slimta_purge.WATCH_ATTEMPTS
     assert seen.count(f"rate slot delete hash {prefix}{OLD2}") == 2
     assert result.done == 3 and result.verification is not None and result.verification["ok"]
     after = snapshot(client, prefix)
@@ -387,7 +386,7 @@ def test_the_purge_command_takes_the_password_from_the_environment_only(
 
 
 def test_redis_errors_are_classified() -> None:
-    from mqforensics.systems.slimta.purge_executor import classify_redis_error
+    from mqforensics.systems.slimta.purge import classify_redis_error
 
     assert classify_redis_error(redis_py.AuthenticationError("invalid password")) == "auth"
     assert classify_redis_error(redis_py.ResponseError("NOAUTH Authentication required.")) == (

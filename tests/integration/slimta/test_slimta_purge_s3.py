@@ -5,7 +5,6 @@ credentials."""
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import pickle
@@ -22,7 +21,8 @@ from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
 from mqforensics.services.seaweedfs import s3_endpoint
-from mqforensics.systems.slimta.purge_executor import (
+from mqforensics.systems.slimta.options import PurgeOptions
+from mqforensics.systems.slimta.purge import (
     CHANGED_OBJECT,
     CHANGED_OBJECT_METADATA,
     DELETE_OBJECT,
@@ -45,13 +45,13 @@ FINDING = "0123456789abcdef"  # the finding every action here cites (plans are m
 
 
 @pytest.fixture
-def s3_env(s3: dict, monkeypatch: pytest.MonkeyPatch) -> argparse.Namespace:
+def s3_env(s3: dict, monkeypatch: pytest.MonkeyPatch) -> PurgeOptions:
     """Credentials in the environment, the endpoint on the command line (as for James)."""
     monkeypatch.delenv("MQF_S3_ENDPOINT", raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3["access_key"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3["secret_key"])
     monkeypatch.setenv("AWS_DEFAULT_REGION", s3["region"])
-    return argparse.Namespace(s3_endpoint=s3["endpoint"], redis=None)
+    return PurgeOptions(s3_endpoint=s3["endpoint"])
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def snapshot(client: Any, bucket: str) -> dict[str, tuple[bytes, dict[str, str]]
 
 
 def test_purge_deletes_exactly_the_planned_objects(
-    bucket: tuple[Any, str], s3_env: argparse.Namespace, tmp_path: Path
+    bucket: tuple[Any, str], s3_env: PurgeOptions, tmp_path: Path
 ) -> None:
     client, name = bucket
     old1, old2, overwritten, retried, delivered, keep = (
@@ -156,7 +156,7 @@ def test_purge_deletes_exactly_the_planned_objects(
 
 
 def test_an_object_rewritten_during_the_rate_wait_is_kept(
-    bucket: tuple[Any, str], s3_env: argparse.Namespace, tmp_path: Path
+    bucket: tuple[Any, str], s3_env: PurgeOptions, tmp_path: Path
 ) -> None:
     client, name = bucket
     old1, overwritten, retried, old2, keep = (put_message(client, name, n) for n in range(1, 6))
@@ -192,7 +192,7 @@ def test_an_object_rewritten_during_the_rate_wait_is_kept(
 
 
 def test_an_object_overwritten_between_the_check_and_the_delete_is_kept(
-    bucket: tuple[Any, str], s3_env: argparse.Namespace, tmp_path: Path
+    bucket: tuple[Any, str], s3_env: PurgeOptions, tmp_path: Path
 ) -> None:
     client, name = bucket
     overwritten, delivered, retried, old1, keep = (
@@ -232,7 +232,7 @@ def test_an_object_overwritten_between_the_check_and_the_delete_is_kept(
 
 def test_refused_credentials_stop_the_purge_with_nothing_changed(
     bucket: tuple[Any, str],
-    s3_env: argparse.Namespace,
+    s3_env: PurgeOptions,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 from mqforensics.findings import COLUMNS, with_ids
 from mqforensics.retention.policy import subject_hash
 from mqforensics.subjects import keyed
-from mqforensics.systems.cyrus import checks
-from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus import dbchecks
+from mqforensics.systems.cyrus.database import Database
 
 KEY = bytes(range(32))
 
@@ -23,14 +23,14 @@ def keyed_subject(address: str, key: bytes = KEY) -> str:
 def personal_rows(
     db: Database,
     addresses: Iterable[str],
-    admins: Sequence[str] = checks.DEFAULT_ADMINS,
+    admins: Sequence[str] = dbchecks.DEFAULT_ADMINS,
     default_domain: str | None = None,
     key: bytes = KEY,
 ) -> list[dict[str, Any]]:
     """The ``personal_data`` findings (as dicts) of `db` for the data subjects `addresses`."""
     wanted = {keyed_subject(a, key) for a in addresses}
     out = []
-    for row in checks.acl_report(db.entries, admins, default_domain):
+    for row in dbchecks.acl_report(db.entries, admins, default_domain):
         grantee = {keyed_subject(row["grantee_address"], key)} if row["grantee_address"] else set()
         owner = {keyed_subject(row["owner_address"], key)} if row["owner_address"] else set()
         if not (grantee | owner) & wanted:
@@ -48,7 +48,7 @@ def personal_rows(
             "subjects": sorted((grantee | owner) & wanted),
             "grantee_subjects": sorted(grantee & wanted),
         }
-        subject = f"{checks.visible(row['mailbox'])} {checks.visible(row['identifier'])}"
+        subject = f"{dbchecks.visible(row['mailbox'])} {dbchecks.visible(row['identifier'])}"
         out.append(
             {
                 "check": "personal_data",
@@ -67,15 +67,15 @@ def personal_rows(
 
 def finding_rows(
     *dbs: Database,
-    version: str = checks.DEFAULT_VERSION,
-    admins: Sequence[str] = checks.DEFAULT_ADMINS,
+    version: str = dbchecks.DEFAULT_VERSION,
+    admins: Sequence[str] = dbchecks.DEFAULT_ADMINS,
     default_domain: str | None = None,
     erase: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """Every finding of `dbs` with its id, in the order an audit writes them."""
     rows: list[dict[str, Any]] = []
     for db in dbs:
-        for f in checks.run_checks(db, version, admins, None, default_domain):
+        for f in dbchecks.run_checks(db, version, admins, None, default_domain):
             rows.append({**dict(zip(COLUMNS, f.as_row(), strict=True)), "detail": f.detail})
         rows += personal_rows(db, erase, admins, default_domain)
     rows.sort(key=lambda r: [(v is not None, v) for v in (r["check"], r["queue"], r["subject"])])
@@ -90,8 +90,8 @@ def manifest(*dbs: Database, default_domain: str | None = None) -> dict[str, Any
                 "kind": "file",
                 "location": db.source,
                 "format": db.format or "twoskip",
-                "bare_userids": checks.bare_userids(
-                    checks.acl_report(db.entries, (), default_domain)
+                "bare_userids": dbchecks.bare_userids(
+                    dbchecks.acl_report(db.entries, (), default_domain)
                 ),
             }
             for db in dbs

@@ -11,8 +11,8 @@ from mqforensics import cli, planning
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.findings import COLUMNS
 from mqforensics.privacy import pseudonymize_address
-from mqforensics.systems.cyrus import audit, checks, dumps, skiplist, twoskip
-from mqforensics.systems.cyrus.checks import Database
+from mqforensics.systems.cyrus import database, dbchecks, dumps, skiplist, twoskip
+from mqforensics.systems.cyrus.database import Database
 from mqforensics.systems.cyrus.records import MailboxEntry
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "cyrus"
@@ -23,7 +23,7 @@ BOB_ALICE = b"AU\x1ebob\x1euser\x1falice"
 
 
 def _racl(db: Database, version: str = "3.6") -> list[tuple[str, str]]:
-    return [(f.check, f.subject) for f in checks.run_checks(db, version) if f.check in RACL]
+    return [(f.check, f.subject) for f in dbchecks.run_checks(db, version) if f.check in RACL]
 
 
 def _without(key: bytes) -> list[tuple[bytes, bytes]]:
@@ -32,12 +32,12 @@ def _without(key: bytes) -> list[tuple[bytes, bytes]]:
 
 
 def test_visible() -> None:
-    assert checks.visible(b"AU\x1ebob\x1e\xff\\") == "AU\\x1ebob\\x1e\\xff\\\\"
+    assert dbchecks.visible(b"AU\x1ebob\x1e\xff\\") == "AU\\x1ebob\\x1e\\xff\\\\"
 
 
 def test_consistent_db_has_no_racl_findings() -> None:
     db = Database.from_file(twoskip.read(DB))
-    found = checks.run_checks(db)
+    found = dbchecks.run_checks(db)
     assert [f for f in found if f.check in RACL or f.check == "integrity"] == []
     assert {f.system for f in found} == {"cyrus"} and all(f.queue is None for f in found)
     assert sorted((f.check, f.subject) for f in found) == [
@@ -50,21 +50,21 @@ def test_consistent_db_has_no_racl_findings() -> None:
     ]
     # The same database from each dump gives the same findings.
     for dump in ("mailboxes_twoskip.show", "mailboxes_twoskip.flat"):
-        other = audit.load(DATA / dump)
-        assert checks.run_checks(other) == [
+        other = database.read_database(DATA / dump)
+        assert dbchecks.run_checks(other) == [
             f.__class__(**{**f.__dict__, "detail": {**f.detail, "file": other.source}})
             for f in found
         ]
 
 
 def test_skiplist_fixture_loads() -> None:
-    db = audit.load(DATA / "mailboxes_skiplist.db")
+    db = database.read_database(DATA / "mailboxes_skiplist.db")
     assert db.items == skiplist.read(DATA / "mailboxes_skiplist.db").items()
-    assert [f for f in checks.run_checks(db) if f.check == "integrity"] == []
+    assert [f for f in dbchecks.run_checks(db) if f.check == "integrity"] == []
 
 
 def test_missing_key() -> None:
-    found = checks.racl_missing(Database("m", _without(BOB_ALICE)))
+    found = dbchecks.racl_missing(Database("m", _without(BOB_ALICE)))
     assert [(f.check, f.severity, f.subject) for f in found] == [
         ("racl_missing", "error", "AU\\x1ebob\\x1euser\\x1falice")
     ]
@@ -93,7 +93,7 @@ def test_stale_and_forbidden_keys() -> None:
         b"AU\x1ebob\x1euser\x1falice\x1fDot.ted",  # tombstone
     ]
     db = Database("m", sorted([*ITEMS, *((k, b"") for k in added)]))
-    found = {f.subject: (f.check, f.severity, f.detail["reason"]) for f in checks.run_checks(db)
+    found = {f.subject: (f.check, f.severity, f.detail["reason"]) for f in dbchecks.run_checks(db)
              if f.check in RACL}  # fmt: skip
     assert found == {
         "AU\\x1echarlie\\x1euser\\x1falice\\x1fShared": (
@@ -107,15 +107,15 @@ def test_stale_and_forbidden_keys() -> None:
         "AU\\x1ecyrus\\x1euser\\x1falice": ("racl_forbidden", "warning", "admin"),
         "AU\\x1ebob\\x1euser\\x1falice\\x1fDot.ted": ("racl_forbidden", "warning", "tombstone"),
     }
-    assert [f.subject for f in checks.racl_stale(db)] == sorted(
+    assert [f.subject for f in dbchecks.racl_stale(db)] == sorted(
         s for s, v in found.items() if v[0] == "racl_stale"
     )
-    assert len(checks.racl_forbidden(db)) == 3
+    assert len(dbchecks.racl_forbidden(db)) == 3
 
 
 def test_marker_removed_and_wrong() -> None:
     db = Database("m", _without(b"AS\x1e"))
-    found = checks.run_checks(db)
+    found = dbchecks.run_checks(db)
     assert [(f.check, f.severity, f.subject) for f in found if f.check in RACL] == [
         ("racl_marker", "error", "AS\\x1e")
     ]
@@ -135,20 +135,24 @@ def test_show_and_flat_dumps_edited_as_text(tmp_path: Path) -> None:
     edited = tmp_path / "m.show"
     edited.write_bytes(show.replace(line, b"").replace(b"AS\x1e\t\n", b""))
     # Marker gone: RACLs off, so no missing key is reported, only the marker.
-    assert _racl(audit.load(edited)) == [("racl_marker", "AS\\x1e")]
+    assert _racl(database.read_database(edited)) == [("racl_marker", "AS\\x1e")]
     edited.write_bytes(show.replace(line, b""))
-    assert _racl(audit.load(edited)) == [("racl_missing", "AU\\x1ebob\\x1euser\\x1falice")]
+    assert _racl(database.read_database(edited)) == [
+        ("racl_missing", "AU\\x1ebob\\x1euser\\x1falice")
+    ]
     flat = (DATA / "mailboxes_twoskip.flat").read_bytes()
     stale = b"AU\x1ezoe\x1eshared\x1fteam\t\n"
     edited_flat = tmp_path / "m.flat"
     edited_flat.write_bytes(stale + flat)
     assert dumps.read_flat(edited_flat)[0] == (b"AU\x1ezoe\x1eshared\x1fteam", b"")
-    assert _racl(audit.load(edited_flat)) == [("racl_stale", "AU\\x1ezoe\\x1eshared\\x1fteam")]
+    assert _racl(database.read_database(edited_flat)) == [
+        ("racl_stale", "AU\\x1ezoe\\x1eshared\\x1fteam")
+    ]
 
 
 def _integrity(data: bytes) -> list[tuple[str, str, str]]:
     db = Database.from_file(twoskip.read(data, name="mailboxes.db"))
-    return [(f.severity, f.subject, f.detail["kind"]) for f in checks.integrity(db)]
+    return [(f.severity, f.subject, f.detail["kind"]) for f in dbchecks.integrity(db)]
 
 
 def test_integrity_findings() -> None:
@@ -169,7 +173,7 @@ def test_integrity_findings() -> None:
 
 
 def test_sharing_report() -> None:
-    rows = checks.sharing_report(Database("m", ITEMS).entries, ("cyrus",))
+    rows = dbchecks.sharing_report(Database("m", ITEMS).entries, ("cyrus",))
     assert {"owner": "alice", "mailbox": "user.alice.Shared", "grantee": "dave", "rights": "lr",
             "negative": True, "effective": True} in rows  # fmt: skip
     assert not any(r["grantee"] == r["owner"] or r["grantee"] == "cyrus" for r in rows)
@@ -194,8 +198,8 @@ def test_identifiers_written_with_the_default_domain() -> None:
         MailboxEntry("user.carol", "e", acl=(("carol", "lrswipkxtecdan"),)),
     ]
     db = Database("m", None, (), entries)
-    assert checks.noncanonical_acl_identifier(db, None) == []
-    found = checks.noncanonical_acl_identifier(db, "example.org")
+    assert dbchecks.noncanonical_acl_identifier(db, None) == []
+    found = dbchecks.noncanonical_acl_identifier(db, "example.org")
     assert [(f.subject, f.detail["canonical"]) for f in found] == [
         ("ann@example.org", "ann"),
         ("bob@example.org", "bob"),
@@ -205,12 +209,12 @@ def test_identifiers_written_with_the_default_domain() -> None:
         {"mailbox": "user.ann.Work", "rights": "w", "negative": True},
     ]
     # bob exists as the bare userid: not dangling, and not a cross-domain share either.
-    everything = checks.run_checks(db, default_domain="example.org")
+    everything = dbchecks.run_checks(db, default_domain="example.org")
     assert {f.check for f in everything} == {"noncanonical_acl_identifier", "cross_domain_share"}
     assert [f.subject for f in everything if f.check == "cross_domain_share"] == [
         "user.ann.Work frank@example.com"
     ]
-    rows = checks.sharing_report(entries, ("cyrus",), "example.org")
+    rows = dbchecks.sharing_report(entries, ("cyrus",), "example.org")
     assert {(r["mailbox"], r["grantee"], r["effective"]) for r in rows} == {
         ("user.ann", "ann@example.org", False),  # not the owner's own rights: a dead grant
         ("user.ann.Work", "bob@example.org", False),
@@ -220,7 +224,7 @@ def test_identifiers_written_with_the_default_domain() -> None:
 
 
 def test_acl_report_says_what_sharing_and_erasure_need() -> None:
-    rows = checks.acl_report(Database("m", ITEMS).entries, ("cyrus",), "example.org")
+    rows = dbchecks.acl_report(Database("m", ITEMS).entries, ("cyrus",), "example.org")
     by_entry = {(r["mailbox"], r["identifier"]): r for r in rows}
     assert len(rows) == sum(len(e.acl) for e in Database("m", ITEMS).entries)
     negative = by_entry[("user.alice.Shared", "-dave")]
@@ -236,20 +240,20 @@ def test_acl_report_says_what_sharing_and_erasure_need() -> None:
     public = by_entry[("shared.team", "anyone")]
     assert public["grantee_address"] is None and public["owner"] is None
     # The sharing report is the shown rows.
-    assert len(checks.sharing_report(Database("m", ITEMS).entries, ("cyrus",), "example.org")) == (
-        sum(r["shown"] for r in rows)
-    )
-    assert checks.address_of("bob", None) is None
-    assert checks.address_of("group:staff", "x") is None
-    assert checks.address_of("bob", "example.org") == "bob@example.org"
+    assert len(
+        dbchecks.sharing_report(Database("m", ITEMS).entries, ("cyrus",), "example.org")
+    ) == (sum(r["shown"] for r in rows))
+    assert dbchecks.address_of("bob", None) is None
+    assert dbchecks.address_of("group:staff", "x") is None
+    assert dbchecks.address_of("bob", "example.org") == "bob@example.org"
 
 
 def test_load_rejects_unknown_input(tmp_path: Path) -> None:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"no tabs here\n")
     with pytest.raises(InputError, match=r"junk\.bin: neither"):
-        audit.load(junk)
-    ctl = audit.load(DATA / "mailboxes_twoskip.ctl_mboxlist_d.json")
+        database.read_database(junk)
+    ctl = database.read_database(DATA / "mailboxes_twoskip.ctl_mboxlist_d.json")
     assert ctl.items is None and _racl(ctl) == []
     assert cli.main(["audit", "cyrus", str(junk), "--out", str(tmp_path / "o")]) == 2
 
@@ -299,8 +303,8 @@ def test_cli_writes_findings(tmp_path: Path) -> None:
 def test_undecodable_records_are_findings_not_crashes(tmp_path: Path) -> None:
     """The evil fixture's unprefixed keys are read as ≤3.5 mailbox names whose values decode
     as neither dlist nor text: each is an error naming its key, the rest is still checked."""
-    db = audit.load(DATA / "evil_twoskip.db")
-    found = [f for f in checks.run_checks(db) if f.check == "undecodable_record"]
+    db = database.read_database(DATA / "evil_twoskip.db")
+    found = [f for f in dbchecks.run_checks(db) if f.check == "undecodable_record"]
     assert sorted(f.subject for f in found) == [
         "\\xff\\xfe",
         "key\\x09with\\x00nul",
@@ -317,15 +321,14 @@ def test_undecodable_records_are_findings_not_crashes(tmp_path: Path) -> None:
     # The audit it made says why, and planning from it refuses the same way.
     audit_dir = tmp_path / "plan.audit"
     assert (audit_dir / "findings.json").is_file()
-    argv = ["plan", "--findings", str(audit_dir), "--policy", str(policy)]
     with pytest.raises(ConfigError, match=r"evil_twoskip\.db: 4 mailbox record\(s\) do not dec"):
-        planning.run(cli.build_parser().parse_args([*argv, "--out", str(tmp_path / "p2")]))
+        planning.plan_from_audit(audit_dir, planning.policy_of(policy), tmp_path / "p2")
 
 
 def test_unreclaimed_history_counts_what_a_repack_would_drop() -> None:
     """The fixture's history: bob lost two RACL keys (DELETEs), superseded records remain."""
     parsed = twoskip.read(DB, history=True)
-    found = checks.unreclaimed_history(Database.from_file(parsed, "m"))
+    found = dbchecks.unreclaimed_history(Database.from_file(parsed, "m"))
     assert [(f.check, f.severity, f.subject) for f in found] == [
         ("unreclaimed_history", "info", "m")
     ]
@@ -342,7 +345,7 @@ def test_unreclaimed_history_counts_what_a_repack_would_drop() -> None:
     assert detail["superseded_records"] == expected == 6
     assert found[0].bytes == detail["bytes"] > 0
     # Without history (a dump, or a read without it) there is nothing to say.
-    assert checks.unreclaimed_history(Database.from_file(twoskip.read(DB), "m")) == []
+    assert dbchecks.unreclaimed_history(Database.from_file(twoskip.read(DB), "m")) == []
 
 
 def test_hide_finding_pseudonymises_identifiers_and_mailboxes_but_not_admins() -> None:
@@ -352,7 +355,7 @@ def test_hide_finding_pseudonymises_identifiers_and_mailboxes_but_not_admins() -
     db = Database("m", sorted([*ITEMS, *((k, b"") for k in added)]))
     rows = {
         f.subject: {**dict(zip(COLUMNS, f.as_row(), strict=True)), "detail": f.detail}
-        for f in checks.run_checks(db)
+        for f in dbchecks.run_checks(db)
     }
     admin = pseudonyms.hide_finding(rows["AU\\x1ecyrus\\x1euser\\x1falice"])
     alice = pseudonymize_address("alice")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics.errors import ConfigError, InputError, explain
-from mqforensics.systems.cyrus import audit, checks, fleet
+from mqforensics.systems.cyrus import database, dbchecks, fleet
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "cyrus"
 TWOSKIP = DATA / "mailboxes_twoskip.db"
@@ -42,7 +42,7 @@ def junk(tmp_path: Path) -> Path:
 def _records(paths: list[Path]) -> set[tuple[str, int, bytes, bytes]]:
     out = set()
     for path in paths:
-        db = audit.load(path)
+        db = database.read_database(path)
         out |= {(str(path), i, k, v) for i, (k, v) in enumerate(db.items or ())}
     return out
 
@@ -55,8 +55,8 @@ def test_read_records_equal_the_pure_reader_one_partition_per_file(spark, flippe
     assert frame.rdd.getNumPartitions() == 5
     rows = frame.withColumn("part", F.spark_partition_id()).collect()
     assert {(r.file, r.seq, bytes(r.key), bytes(r.value)) for r in rows} == _records(paths)
-    assert len(rows) == 25 + 4 + 25 + len(audit.load(flipped).items or ())
-    assert len(audit.load(flipped).problems) == 1
+    assert len(rows) == 25 + 4 + 25 + len(database.read_database(flipped).items or ())
+    assert len(database.read_database(flipped).problems) == 1
     # Every file is read by exactly one task, each by its own; the JSON dump has no records.
     parts = {r.file: {s.part for s in rows if s.file == r.file} for r in rows}
     assert all(len(p) == 1 for p in parts.values())
@@ -112,7 +112,7 @@ def test_single_path_option(spark) -> None:
     fleet.read_records(spark, [SHOW])  # registers the sources on this session
     frame = spark.read.format("cyrus_mailboxes").option("path", str(SKIPLIST)).load()
     assert {(bytes(r.key), bytes(r.value)) for r in frame.collect()} == set(
-        audit.load(SKIPLIST).items or ()
+        database.read_database(SKIPLIST).items or ()
     )
 
 
@@ -132,7 +132,7 @@ def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admin
     expected = [
         f.as_row()
         for path in paths
-        for f in checks.run_checks(audit.load(path), version, admins, AS_OF)
+        for f in dbchecks.run_checks(database.read_database(path), version, admins, AS_OF)
     ]
     assert _finding_keys(rows) == _finding_keys(expected)
     assert len(rows) == len(expected)
@@ -148,7 +148,7 @@ def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admin
                 "file": str(flipped),
                 "kind": "crc_tail",
                 "offset": 0x3C0,
-                "problem": audit.load(flipped).problems[0].detail,
+                "problem": database.read_database(flipped).problems[0].detail,
             },
         )
     ]
@@ -172,7 +172,7 @@ def test_files_frame_says_what_each_input_is(spark, flipped) -> None:
         row = files[str(path)]
         data = path.read_bytes()
         assert (row["size"], row["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
-        db = audit.load(path)
+        db = database.read_database(path)
         assert row["records"] == len(db.items if db.items is not None else db.entries)
         assert row["mailboxes"] == len(db.entries) and row["undecodable"] == 0
         assert row["problems"] == len(db.problems)
@@ -195,14 +195,14 @@ def test_acl_and_sharing_equal_the_reports(spark) -> None:
     expected_acl = [
         {"file": str(p), **row}
         for p in paths
-        for row in checks.acl_report(audit.load(p).entries, admins, "example.org")
+        for row in dbchecks.acl_report(database.read_database(p).entries, admins, "example.org")
     ]
     assert acl == expected_acl
     rows = [r.asDict() for r in frames.sharing.collect()]
     expected = [
         {"file": str(p), **row}
         for p in paths
-        for row in checks.sharing_report(audit.load(p).entries, admins, "example.org")
+        for row in dbchecks.sharing_report(database.read_database(p).entries, admins, "example.org")
     ]
 
     def key(r: dict) -> list[str]:

@@ -3,20 +3,22 @@ memory: it reads findings only, and every action cites the findings that justify
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 from pathlib import Path
 
 import pytest
 
+from mqforensics import systems
 from mqforensics.errors import ConfigError
 from mqforensics.privacy import pseudonymize_address, pseudonymize_text
 from mqforensics.retention.manifest import read_plan, write_plan
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.systems.cyrus import planner, pseudonyms, twoskip
-from mqforensics.systems.cyrus.checks import Database
-from mqforensics.systems.cyrus.planner import (
+from mqforensics.systems.cyrus import plan as planner
+from mqforensics.systems.cyrus import pseudonyms, twoskip
+from mqforensics.systems.cyrus.database import Database
+from mqforensics.systems.cyrus.options import PurgeOptions
+from mqforensics.systems.cyrus.plan import (
     ADMIN_RIGHTS,
     DELETE_ACL,
     OWNER_RIGHTS,
@@ -25,7 +27,7 @@ from mqforensics.systems.cyrus.planner import (
     REBUILD,
     TOMBSTONE,
 )
-from mqforensics.systems.cyrus.purge_executor import RaclExecutor, build_executors
+from mqforensics.systems.cyrus.purge import RaclExecutor, build_executors
 from mqforensics.views.plan_report import render_text
 from tests.unit.cyrus.cyrus_findings import finding_rows, keyed_subject, manifest
 
@@ -286,9 +288,10 @@ def test_pseudonymised_targets_and_report(tmp_path: Path) -> None:
         erase=["bob@example.org"],
     )
     written = read_plan(_written(tmp_path, parts, policy).directory)
-    text = render_text(written)
+    hide_target = systems.get(written.system).hide_target
+    text = render_text(written, hide_target=hide_target)
     assert "bob" not in text and "alice" not in text and "zoe" not in text
-    revealed = render_text(written, reveal=True)
+    revealed = render_text(written, reveal=True, hide_target=hide_target)
     assert "identifier=bob mailbox=user.alice" in revealed
     assert "key_hex=" in revealed
 
@@ -299,15 +302,14 @@ def test_racl_repairs_of_several_databases_are_refused_by_the_purge(tmp_path: Pa
     parts = planner.plan(finding_rows(one, two), policy, manifest(one, two))
     assert {a.target["file"] for a in parts.actions} == {"one", "two"}
     written = _written(tmp_path, parts, policy)
-    args = argparse.Namespace(cyrus_config="/etc/imapd.conf", cyrus_tools=None, cyrus_user=None)
+    options = PurgeOptions(cyrus_config="/etc/imapd.conf")
     with pytest.raises(ConfigError, match=r"RACL keys of 2 databases \(one, two\)"):
-        build_executors(written, args)
+        build_executors(written, options)
     # One database's repairs get their executor, for the database imapd.conf names.
     single = planner.PlanParts([a for a in parts.actions if a.target["file"] == "one"])
     plan = _written(tmp_path, single, policy, "single")
     config = tmp_path / "imapd.conf"
     config.write_text(f"configdirectory: {tmp_path / 'conf'}\n")
-    args.cyrus_config = str(config)
-    (executor,) = build_executors(plan, args)
+    (executor,) = build_executors(plan, PurgeOptions(cyrus_config=str(config)))
     assert isinstance(executor, RaclExecutor)
     assert executor.tool.database == tmp_path / "conf" / "mailboxes.db"

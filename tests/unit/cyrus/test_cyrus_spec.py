@@ -13,10 +13,12 @@ import pytest
 
 from mqforensics import systems
 from mqforensics.cli import main
+from mqforensics.options import fields_of
 from mqforensics.privacy import pseudonymize_address as token
 from mqforensics.spec import AuditArgs
-from mqforensics.systems.cyrus import audit, personal
-from mqforensics.systems.cyrus.planner import DELETE_ACL, RACL_ADD, RACL_REMOVE
+from mqforensics.systems.cyrus import database, personal
+from mqforensics.systems.cyrus.options import CyrusOptions, PurgeOptions, Settings, cyrus_version
+from mqforensics.systems.cyrus.plan import DELETE_ACL, RACL_ADD, RACL_REMOVE
 from tests.unit.cyrus.cyrus_findings import KEY, keyed_subject, personal_rows
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,12 +50,15 @@ def test_the_spec_is_registered_with_its_hooks() -> None:
         "cross_domain_share", "anyone_share", "personal_data",
     ]  # fmt: skip
     assert [k.name for k in spec.rule_kinds] == ["racl_repair"]
-    assert [o.dest for o in spec.purge_options] == [
+    assert spec.options is CyrusOptions and spec.purge_options is PurgeOptions
+    assert [o.name for o in fields_of(spec.purge_options)] == [
         "imap", "imap_ssl", "cyrus_config", "cyrus_tools", "cyrus_user",
     ]  # fmt: skip
     sample = spec.sample(Path("/nowhere"))
-    assert sample.policy == POLICY and sample.argv[:2] == [str(B1), str(B2)]
-    assert all(Path(a).exists() for a in sample.argv if a.startswith("/"))
+    assert isinstance(sample.options, CyrusOptions)
+    assert sample.policy == POLICY and sample.options.inputs == [B1, B2]
+    assert sample.options.default_domain == "example.org"
+    assert all(Path(p).exists() for p in sample.options.inputs)
     assert spec.views.SharingExplorer.__name__ == "SharingExplorer"
 
 
@@ -170,20 +175,23 @@ def test_personal_data_in_spark_equals_the_acl_entries_holding_the_subject(spark
     frames = fleet.read_fleet(spark, [B1], admins=["cyrus"], default_domain="example.org")
     wanted = frozenset({keyed_subject("bob@example.org"), keyed_subject("nobody@example.org")})
     common = AuditArgs(Path("."), None, False, subjects=wanted, subject_key=KEY)
-    settings = audit.Settings(None, "3.6", ("cyrus",), "example.org", common)  # type: ignore[arg-type]
+    settings = Settings(None, "3.6", ("cyrus",), "example.org", common)  # type: ignore[arg-type]
     found = [
         (r.subject, json.loads(r.detail))
         for r in personal.personal_data(frames, settings).collect()
     ]
     expected = personal_rows(
-        audit.load(B1), ["bob@example.org", "nobody@example.org"], ["cyrus"], "example.org"
+        database.read_database(B1),
+        ["bob@example.org", "nobody@example.org"],
+        ["cyrus"],
+        "example.org",
     )
     assert sorted(found, key=str) == sorted(
         ((r["subject"], r["detail"]) for r in expected), key=str
     )
     assert len(found) == 9  # bob's 4 grants (1 in a tombstone), 5 entries of his mailboxes
     nothing = AuditArgs(Path("."), None, False)
-    settings = audit.Settings(None, "3.6", ("cyrus",), "example.org", nothing)  # type: ignore[arg-type]
+    settings = Settings(None, "3.6", ("cyrus",), "example.org", nothing)  # type: ignore[arg-type]
     assert personal.personal_data(frames, settings).count() == 0
 
 
@@ -200,7 +208,7 @@ def test_an_unknown_version_is_refused_in_one_line(tmp_path, capsys, no_spark) -
             "rule the checks know (known: 3.0, 3.1, 3.2, 3.3, 3.4, 3.5, 3.6, 3.7, 3.8, 3.9, "
             "3.10, 3.11, 3.12, with an optional patch level such as 3.4.2)"
         ]
-    assert audit.cyrus_version("3.4.2") == "3.4.2"
+    assert cyrus_version("3.4.2") == "3.4.2"
 
 
 def test_bad_inputs_are_refused_before_spark(tmp_path, capsys, no_spark) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from mqforensics.privacy import pseudonymize_address
-from mqforensics.systems.cyrus import audit, checks, pseudonyms, views
+from mqforensics.systems.cyrus import database, dbchecks, pseudonyms, views
 
 SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "cyrus" / "sample"
 
 
 def _sharing_rows() -> list[dict]:
-    db = audit.load(SAMPLE / "backend1" / "mailboxes.db")
-    return checks.sharing_report(db.entries, checks.DEFAULT_ADMINS, "example.org")
+    db = database.read_database(SAMPLE / "backend1" / "mailboxes.db")
+    return dbchecks.sharing_report(db.entries, dbchecks.DEFAULT_ADMINS, "example.org")
 
 
 def test_sharing_edges_group_grants_and_hide_identities() -> None:
@@ -33,7 +33,7 @@ def test_sharing_edges_group_grants_and_hide_identities() -> None:
     assert pseudonymize_address("bob") in set(hidden["grantee"]) | set(hidden["owner"])
     assert len(hidden) == len(edges)
     # The rows `audit cyrus` writes to sharing.json are already hidden: not re-hashed.
-    already = [pseudonyms.sharing_row(r, list(checks.DEFAULT_ADMINS)) for r in rows]
+    already = [pseudonyms.sharing_row(r, list(dbchecks.DEFAULT_ADMINS)) for r in rows]
     assert views.cyrus_sharing_edges(already).equals(hidden)
 
 

@@ -1,4 +1,4 @@
-"""James's blob bucket read into the `BLOBS` frame (`source.read_james_blobs`): the shared
+"""James's blob bucket read into the `BLOBS` frame (`read.read_james_blobs`): the shared
 listing and S3 Inventory readers, with James's blob ids parsed."""
 
 import gzip
@@ -6,7 +6,7 @@ import gzip
 import pytest
 
 from mqforensics.errors import explain
-from mqforensics.systems.james.source import read_james_blobs
+from mqforensics.systems.james.read import read_james_blobs
 from tests.unit.test_blob_inventory import CSV_SCHEMA, KINDS, OBJECTS, object_lines, write_report
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from mqforensics.errors import InputError
 from mqforensics.systems.james import broker
-from mqforensics.systems.james.checks import AuditOptions, run_checks
+from mqforensics.systems.james.checks import run_checks
+from mqforensics.systems.james.options import Settings
 from tests.unit.james.test_james_checks import AS_OF, HISTORY, Builder, at
 
 BROKER_CHECKS = (
@@ -110,7 +111,7 @@ def planted(spark, tmp_path_factory):
 
 
 def found(state, **options):
-    rows = run_checks(state, AuditOptions(**options), only=list(BROKER_CHECKS)).collect()
+    rows = run_checks(state, Settings(**options), only=list(BROKER_CHECKS)).collect()
     return {(r.check, r.subject): json.loads(r.detail) for r in rows}
 
 
@@ -221,11 +222,11 @@ def test_a_plan_defers_every_broker_finding_to_james_with_exact_calls(planted, t
     from mqforensics.retention.manifest import read_plan, write_plan
     from mqforensics.retention.policy import Policy, Rule
     from mqforensics.systems.james import broker_plan
-    from mqforensics.systems.james.planner import plan
+    from mqforensics.systems.james.plan import plan
     from mqforensics.units import utc_text
 
     state, ids = planted
-    write_findings(run_checks(state, AuditOptions(), only=list(BROKER_CHECKS)), tmp_path)
+    write_findings(run_checks(state, Settings(), only=list(BROKER_CHECKS)), tmp_path)
     rows = read_findings(tmp_path, raw=True)
     manifest = {"as_of": utc_text(AS_OF), "plan_inputs": {"keyspace": "apache_james"}}
     reconcile = Rule(id="reconcile", kind="broker_reconcile", legal_basis="delivery")
@@ -288,7 +289,7 @@ def test_a_message_ahead_of_its_row_is_not_judged_within_the_grace(spark, plante
 def test_a_partial_enumeration_marks_every_check_that_reads_view_rows():
     """Every check is either marked partial when an enumeration misses partitions, or reads
     what it needs whole (the history, every reference, the broker's counts)."""
-    from mqforensics.systems.james.source import ROW_CHECKS
+    from mqforensics.systems.james.read import ROW_CHECKS
     from mqforensics.systems.james.spec import CHECKS
 
     whole = {"config_violation", "orphaned_blob", "queue_without_consumer"}

@@ -15,7 +15,7 @@ import pytest
 from mqforensics.errors import ConfigError
 from mqforensics.systems.james import schema
 from mqforensics.systems.james.browse import browsable, delete_selection, sizes
-from mqforensics.systems.james.state import JamesState
+from mqforensics.systems.james.frames import JamesState
 
 UTC = dt.UTC
 AS_OF = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -8,9 +8,10 @@ import pytest
 
 from mqforensics.errors import InputError
 from mqforensics.systems.james import schema
-from mqforensics.systems.james.checks import AuditOptions, run_checks
+from mqforensics.systems.james.checks import run_checks
+from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.java_hash import bucket_id
-from mqforensics.systems.james.state import JamesState
+from mqforensics.systems.james.options import Settings
 
 UTC = dt.UTC
 AS_OF = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -118,10 +119,10 @@ def by_check(frame):
 def live_keys_sent(request, monkeypatch):
     """Both ways the audit meets view rows with the live keys: sent to every task (one pass,
     the marked rows singled out by the rollup) or shuffled (a marking pass of their own)."""
-    from mqforensics.systems.james import checks
+    from mqforensics.systems.james import context
 
     if request.param == "shuffled":
-        monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
+        monkeypatch.setattr(context, "BROADCAST_ROWS", 0)
     return request.param
 
 
@@ -129,10 +130,10 @@ def live_keys_sent(request, monkeypatch):
 def early_rows(request, monkeypatch):
     """Both ways `unreclaimed_slice` meets the rows of partitions before a queue's starts: kept
     by the marking pass with their addresses, or (too many of them) read again from the view."""
-    from mqforensics.systems.james import checks
+    from mqforensics.systems.james import context
 
     if request.param == "read again":
-        monkeypatch.setattr(checks, "KEPT_EARLY_ROWS", 0)
+        monkeypatch.setattr(context, "KEPT_EARLY_ROWS", 0)
     return request.param
 
 
@@ -236,7 +237,7 @@ def test_shared_and_gone_blobs_are_counted_once_and_never_called_orphans(
 
 def test_complete_references_make_passthrough_orphans_deletable(planted):
     state, _ = planted
-    options = AuditOptions(references_complete=True)
+    options = Settings(references_complete=True)
     row = run_checks(state, options, only=["orphaned_blob"]).collect()[0]
     assert row.severity == "warning"
     assert json.loads(row.detail)["deletable"] is True
@@ -295,9 +296,9 @@ def test_no_configuration_is_an_input_error(spark, planted):
 def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_rows):
     """Whether the live keys are sent to every task or shuffled, the rows without a marker:
     a key's fingerprint tells its two parts apart."""
-    from mqforensics.systems.james import checks
+    from mqforensics.systems.james import context
 
-    monkeypatch.setattr(checks, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
+    monkeypatch.setattr(context, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
     b = Builder()
     stuck = b.mail("outgoing", at(10, 0), at(10, 0, 10))
     consumed = b.mail("spool", at(21, 9), at(21, 9, 5), consumed=True)
@@ -312,9 +313,9 @@ def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_r
     b.deleted += [("outgoing" + stuck[:-1], stuck[-1]), ("spool", None)]
     state = b.state(spark, {"spool": at(21, 8), "outgoing": at(10, 0)}, {"spool": at(21, 8)},
                     HISTORY)  # fmt: skip
-    ctx = checks.Context(state, AuditOptions(), checks.config_events(state))
+    ctx = context.Context(state, Settings())
     live = ctx.live.collect()
-    expected = {r.enqueueid for r in checks.classify(state).where("NOT consumed").collect()}
+    expected = {r.enqueueid for r in context.classify(state).where("NOT consumed").collect()}
     assert sorted(r.enqueueid or "" for r in live) == sorted(e or "" for e in expected)
     assert sorted(r.enqueueid or "" for r in live) == sorted(["", stuck, other_queue])
     assert consumed not in expected
@@ -325,7 +326,7 @@ def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_r
 
 
 def test_classify_marks_consumed_rows_of_a_view_made_of_several_frames(spark, planted):
-    from mqforensics.systems.james.checks import classify
+    from mqforensics.systems.james.context import classify
 
     state, ids = planted
     rows = state.entries.collect()
@@ -346,12 +347,12 @@ def test_the_rollup_adds_up_to_every_partition_and_every_hour(spark, planted):
     mails per hour of enqueue (config_advice)."""
     from pyspark.sql import functions as F
 
-    from mqforensics.systems.james import checks
+    from mqforensics.systems.james import context
 
     state, _ = planted
-    rollup = checks.partition_rollup(state)
-    totals = rollup.groupBy(*checks.PARTITION).agg(F.sum("rows"))
-    expected = state.entries.groupBy(*checks.PARTITION).agg(F.count(F.lit(1)))
+    rollup = context.partition_rollup(state)
+    totals = rollup.groupBy(*context.PARTITION).agg(F.sum("rows"))
+    expected = state.entries.groupBy(*context.PARTITION).agg(F.count(F.lit(1)))
     assert sorted(map(tuple, totals.collect())) == sorted(map(tuple, expected.collect()))
     hourly = rollup.groupBy("queuename", "hour").agg(F.sum("rows"))
     counted = state.entries.groupBy(
@@ -374,14 +375,14 @@ def test_names_are_hashed_as_java_does_ascii_ones_by_generated_code(spark):
 
     from pyspark.sql import functions as F
 
-    from mqforensics.systems.james import checks
+    from mqforensics.systems.james import context
     from mqforensics.systems.james.java_hash import java_string_hashcode
 
     rng = random.Random(7)
     names = NAMES + ["".join(chr(rng.randrange(128)) for _ in range(rng.randrange(1, 80)))
                      for _ in range(500)]  # fmt: skip
     frame = spark.createDataFrame([(n,) for n in names] + [(None,)], "name string")
-    hashed = checks._ascii_hashcode(F.col("name"), spark)
+    hashed = context._ascii_hashcode(F.col("name"), spark)
     assert hashed is not None
     got = dict(frame.select("name", hashed.alias("hash")).collect())
     expected = {n: java_string_hashcode(n) if n.isascii() else None for n in names}
@@ -420,7 +421,7 @@ def test_counts_not_observed_are_counted(planted, monkeypatch):
     and finds the same."""
     from pyspark.sql import Observation
 
-    from mqforensics.systems.james import checks
+    from mqforensics.systems.james import context
 
     state, _ = planted
     observed = sorted(map(tuple, run_checks(state).collect()))
@@ -430,10 +431,10 @@ def test_counts_not_observed_are_counted(planted, monkeypatch):
         def get(self):
             return {}
 
-    monkeypatch.setattr(checks, "Observation", Unreported)
+    monkeypatch.setattr(context, "Observation", Unreported)
     assert sorted(map(tuple, run_checks(state).collect())) == observed
-    monkeypatch.setattr(checks, "KEPT_EARLY_ROWS", 0)
-    monkeypatch.setattr(checks, "BROADCAST_ROWS", 0)
+    monkeypatch.setattr(context, "KEPT_EARLY_ROWS", 0)
+    monkeypatch.setattr(context, "BROADCAST_ROWS", 0)
     assert sorted(map(tuple, run_checks(state).collect())) == observed
 
 
@@ -533,7 +534,7 @@ def test_personal_data_is_every_row_holding_a_searched_subject(spark, live_keys_
     state = b.state(spark, {"spool": at(21, 10)}, {"spool": at(21, 8)}, HISTORY)
     keyed = subjects.keyed(subject_hash(wanted), key)
     other = subjects.keyed(subject_hash("someone@else.example"), key)
-    options = AuditOptions(subjects=frozenset({keyed, other}), subject_key=key)
+    options = Settings(subjects=frozenset({keyed, other}), subject_key=key)
     rows = run_checks(state, options, only=["personal_data"]).collect()
     found = {r.subject: json.loads(r.detail) for r in rows}
     assert sorted(found) == sorted([live, sent, header])

@@ -125,8 +125,8 @@ class Snapshot:
 
     def write(self, spark, directory: Path) -> tuple[Path, Path]:
         from mqforensics.systems.james import schema
+        from mqforensics.systems.james.frames import JamesState
         from mqforensics.systems.james.snapshot import write_parquet_snapshot
-        from mqforensics.systems.james.state import JamesState
 
         state = JamesState(
             entries=spark.createDataFrame(self.entries, schema.ENTRIES),

@@ -18,9 +18,10 @@ from mqforensics.retention.manifest import read_plan, write_plan
 from mqforensics.retention.policy import Policy, Rule, subject_hash
 from mqforensics.spec import PlanParts
 from mqforensics.systems.james import schema
-from mqforensics.systems.james.checks import AuditOptions, run_checks
-from mqforensics.systems.james.planner import AFTER_BROWSE_START, NO_BROWSE_START, plan
-from mqforensics.systems.james.state import JamesState
+from mqforensics.systems.james.checks import run_checks
+from mqforensics.systems.james.frames import JamesState
+from mqforensics.systems.james.options import Settings
+from mqforensics.systems.james.plan import AFTER_BROWSE_START, NO_BROWSE_START, plan
 from mqforensics.units import utc_text
 
 UTC = dt.UTC
@@ -205,7 +206,7 @@ def audit(state: JamesState, policy: Policy, directory) -> tuple[list[dict], dic
     """The findings of every check on `state` (searching the policy's data subjects, keyed as
     an audit keys them) as planning reads them, and the audit manifest's planning part."""
     searched = frozenset(subjects.keyed_all(subjects.erasure_subjects(policy), KEY))
-    frame = run_checks(state, AuditOptions(subjects=searched, subject_key=KEY))
+    frame = run_checks(state, Settings(subjects=searched, subject_key=KEY))
     write_findings(frame, directory)
     manifest = {
         "as_of": utc_text(state.as_of),

@@ -3,7 +3,7 @@
 import datetime as dt
 
 from mqforensics.systems.james import schema
-from mqforensics.systems.james.state import JamesState
+from mqforensics.systems.james.frames import JamesState
 
 
 def _state(spark, *, rereadable, blobs_rereadable=False):

@@ -88,7 +88,7 @@ def test_spark_replay_equals_the_restart_procedure_on_crashed_queues(spark, tmp_
     """Three queues stopped at a crash (some torn), read at once: the messages frame of each is
     what the restart procedure sees, and its unfinished messages are the simulator's truth."""
     from datasets.logqueue.simulate import observed, restart_view, write_dataset
-    from mqforensics.systems.logqueue.state import read_state
+    from mqforensics.systems.logqueue.frames import read_state
 
     dirs = []
     for seed in (21, 22, 23):

@@ -16,15 +16,16 @@ import pytest
 from mqforensics import cli, subjects
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.retention.policy import subject_hash
-from mqforensics.systems.logqueue import checks, fleet, layout, spec, state
+from mqforensics.systems.logqueue import checks, fleet, frames, layout, spec
 from mqforensics.systems.logqueue import format as fmt
+from mqforensics.systems.logqueue.options import Settings
 from mqforensics.systems.logqueue.segment import read_segment
 
 T0 = 1_800_000_000_000_000  # 2027-01-15T08:00:00Z
 DAY = 86_400_000_000
 AS_OF = dt.datetime(2027, 1, 15, 9, 0, tzinfo=dt.UTC)
 LAG = 4096  # restart_lag_bytes of the planted queues (64 MiB would need 64 MiB of test data)
-OPTIONS = checks.AuditOptions(as_of=AS_OF, restart_lag_bytes=LAG)
+OPTIONS = Settings(as_of=AS_OF, restart_lag_bytes=LAG)
 Pos = tuple[int, int]
 
 
@@ -297,7 +298,7 @@ def planted(tmp_path_factory) -> Planted:
 @pytest.fixture(scope="module")
 def audited(spark, planted):
     """The state of every planted queue, read at once, and the findings as dicts."""
-    found = state.read_state(spark, list(planted.queues.values()))
+    found = frames.read_state(spark, list(planted.queues.values()))
     rows = [r.asDict() for r in checks.run_checks(found, OPTIONS).collect()]
     for r in rows:
         r["detail"] = json.loads(r["detail"])
@@ -374,7 +375,7 @@ def test_segment_files_frame_has_each_files_digest_and_record_count(audited, pla
 
 def test_missing_and_repeated_dirs(spark, planted, tmp_path) -> None:
     missing = tmp_path / "absent"
-    for read in (fleet.read_records, fleet.read_problems, fleet.read_segments, state.read_state):
+    for read in (fleet.read_records, fleet.read_problems, fleet.read_segments, frames.read_state):
         with pytest.raises(InputError, match=f"{missing}: no such queue directory"):
             read(spark, [planted.queues["clean"], missing])
         with pytest.raises(ConfigError, match="given twice"):
@@ -444,33 +445,33 @@ def test_state_after_damage(audited, planted) -> None:
 
 def test_restart_file_ranges_and_lag_in_plain_python(tmp_path) -> None:
     """`read_restart` never fails; gaps and lag are counted over the segments present."""
-    assert state.read_restart(tmp_path) == (None, [])
+    assert frames.read_restart(tmp_path) == (None, [])
     restart = tmp_path / layout.RESTART_FILE
     restart.write_bytes(layout.encode_restart((3, 40), (), T0))
-    assert state.read_restart(tmp_path) == ((3, 40), [])
+    assert frames.read_restart(tmp_path) == ((3, 40), [])
     two = layout.encode_restart((3, 40), (), T0)
     restart.write_bytes(two + two[fmt.SEGMENT_HEADER_SIZE :])
-    suffix, problems = state.read_restart(tmp_path)
+    suffix, problems = frames.read_restart(tmp_path)
     assert suffix is None and [(p.kind, p.detail) for p in problems] == [
         ("bad_restart", "2 RESTART records, expected 1")
     ]
     restart.write_bytes(fmt.encode_segment_header(7, T0) + two[fmt.SEGMENT_HEADER_SIZE :])
-    suffix, problems = state.read_restart(tmp_path)
+    suffix, problems = frames.read_restart(tmp_path)
     assert suffix == (3, 40) and [p.detail for p in problems] == [
         "segment number 7 in the header, expected 0"
     ]
     restart.write_bytes(fmt.encode_segment_header(0, T0))
-    assert state.read_restart(tmp_path)[1][0].detail == "no RESTART record"
-    assert state.missing_ranges([1, 2, 5, 6, 9], 2) == [
+    assert frames.read_restart(tmp_path)[1][0].detail == "no RESTART record"
+    assert frames.missing_ranges([1, 2, 5, 6, 9], 2) == [
         {"first": 3, "last": 4},
         {"first": 7, "last": 8},
     ]
-    assert state.missing_ranges([5], 3) == [{"first": 3, "last": 4}]
-    assert state.missing_ranges([], 3) == [{"first": 3, "last": 3}]
+    assert frames.missing_ranges([5], 3) == [{"first": 3, "last": 4}]
+    assert frames.missing_ranges([], 3) == [{"first": 3, "last": 3}]
     sizes = {1: 100, 2: 200, 4: 400}
-    assert state.bytes_between(sizes, (1, 40), (4, 50)) == 60 + 200 + 50
-    assert state.bytes_between(sizes, (2, 40), (2, 90)) == 50
-    assert state.bytes_between(sizes, (4, 50), (2, 10)) == 0
+    assert frames.bytes_between(sizes, (1, 40), (4, 50)) == 60 + 200 + 50
+    assert frames.bytes_between(sizes, (2, 40), (2, 90)) == 50
+    assert frames.bytes_between(sizes, (4, 50), (2, 10)) == 0
     seg = tmp_path / "seg-00000009.lq"
     seg.write_bytes(fmt.encode_segment_header(8, T0))
     assert [(p.kind, p.detail) for p in fleet.read_file(str(seg)).problems] == [
@@ -494,7 +495,7 @@ def test_every_check_is_planted_and_rows_are_well_formed(audited, planted) -> No
     _, rows = audited
     # personal_data finds something only when the audit looks for data subjects (below).
     assert {c for e in planted.expected.values() for c, *_ in e} == {
-        c.__name__ for c in checks.CHECKS if c is not checks.personal_data
+        name for name in checks.CHECKS if name != "personal_data"
     }
     assert len(rows) == sum(len(e) for e in planted.expected.values())
     assert {(r["system"], r["observed_at"].timestamp()) for r in rows} == {
@@ -573,7 +574,7 @@ def test_finding_details(audited, planted) -> None:
 
 def test_thresholds(audited, planted) -> None:
     found, _ = audited
-    options = checks.AuditOptions(as_of=AS_OF, retry_horizon=dt.timedelta(days=3))
+    options = Settings(as_of=AS_OF, retry_horizon=dt.timedelta(days=3))
     stuck = checks.stuck_message(found, options).collect()
     assert {r.subject for r in stuck} == {str(_mid("K")), str(_mid("L"))}
     assert checks.restart_lag(found, options).collect() == []  # 64 MiB by default
@@ -608,9 +609,7 @@ def test_personal_data_names_each_segment_holding_a_searched_subject(audited, pl
     """Senders, recipients of envelopes and of delivery outcomes; keyed hashes only."""
     found, _ = audited
     wanted = ["J1@example.org ", "c2@example.net", "m-unknown@example.com", "g@example.net"]
-    options = checks.AuditOptions(
-        as_of=AS_OF, subjects=frozenset(_keyed(a) for a in wanted), subject_key=KEY
-    )
+    options = Settings(as_of=AS_OF, subjects=frozenset(_keyed(a) for a in wanted), subject_key=KEY)
     rows = [r.asDict() for r in checks.personal_data(found, options).collect()]
     got = {(Path(r["queue"]).name, r["subject"], r["severity"], r["bytes"]):
            json.loads(r["detail"]) for r in rows}  # fmt: skip
@@ -663,7 +662,7 @@ def test_corrupt_and_truncated_files_never_crash(spark, planted, tmp_path) -> No
         (d / "seg-00000001.lq").write_bytes(data)
         (d / layout.RESTART_FILE).write_bytes(data[:60])  # a damaged restart.lq too
         dirs[name] = d
-    found = state.read_state(spark, list(dirs.values()))
+    found = frames.read_state(spark, list(dirs.values()))
     rows = checks.run_checks(found, OPTIONS).collect()
     damage_checks = {"torn_tail", "crc_mismatch", "corrupt_segment"}
     for name, d in dirs.items():
@@ -784,7 +783,7 @@ def test_a_bad_directory_fails_before_spark_starts(planted, tmp_path, capsys, mo
 
 
 def test_every_check_says_what_why_and_what_to_do() -> None:
-    assert [c.name for c in spec.CHECKS] == [c.__name__ for c in checks.CHECKS]
+    assert [c.name for c in spec.CHECKS] == list(checks.CHECKS)
     for check in spec.CHECKS:
         assert check.what and check.why and check.todo, check.name
         assert check.severity in ("info", "warning", "error", "critical")

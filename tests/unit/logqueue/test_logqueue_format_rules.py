@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics import cli
-from mqforensics.systems.logqueue import layout, state
+from mqforensics.systems.logqueue import frames, layout
 from mqforensics.systems.logqueue.replay import replay
 from mqforensics.systems.logqueue.segment import read_segment, segment_number_of
 
@@ -307,13 +307,13 @@ def test_rule_11_12_no_back_reference_is_an_orphan_and_a_restart_record_is_ignor
 
 def _restart_file(directory: Path, data: bytes) -> tuple:
     (directory / "restart.lq").write_bytes(data)
-    suffix, problems = state.read_restart(directory)
+    suffix, problems = frames.read_restart(directory)
     return suffix, [(p.kind, p.detail.split(":")[0]) for p in problems]
 
 
 def test_rule_13_every_problem_of_restart_lq_is_bad_restart(tmp_path: Path) -> None:
     good = record(RESTART, NIL, (0, 0), restart_payload((3, 40), (("fast", 3, 40),)))
-    assert state.read_restart(tmp_path) == (None, [])  # missing: the default suffix
+    assert frames.read_restart(tmp_path) == (None, [])  # missing: the default suffix
     assert _restart_file(tmp_path, segment_header(0) + good) == ((3, 40), [])
     flipped = bytearray(good)
     flipped[-1] ^= 0x01
@@ -349,21 +349,21 @@ def test_rule_13_every_problem_of_restart_lq_is_bad_restart(tmp_path: Path) -> N
 
 
 def test_rule_14_missing_segments_from_the_suffix_up_to_the_highest_present() -> None:
-    assert state.missing_ranges([1, 2, 5, 8], 1) == [
+    assert frames.missing_ranges([1, 2, 5, 8], 1) == [
         {"first": 3, "last": 4},
         {"first": 6, "last": 7},
     ]
-    assert state.missing_ranges([4, 5], 2) == [{"first": 2, "last": 3}]  # before the lowest
-    assert state.missing_ranges([1, 2], 2) == []
+    assert frames.missing_ranges([4, 5], 2) == [{"first": 2, "last": 3}]  # before the lowest
+    assert frames.missing_ranges([1, 2], 2) == []
 
 
 def test_rule_15_bytes_behind_count_file_bytes_headers_included() -> None:
     sizes = {1: 100, 2: 200, 3: 300}
     # The rest of segment 1 from 60, all of segment 2, segment 3's header up to offset 32.
-    assert state.bytes_between(sizes, (1, 60), (3, 32)) == 40 + 200 + 32
-    assert state.bytes_between({1: 100, 3: 300}, (1, 60), (3, 32)) == 40 + 0 + 32
-    assert state.bytes_between(sizes, (2, 90), (2, 150)) == 60
-    assert state.bytes_between(sizes, (3, 32), (2, 150)) == 0
+    assert frames.bytes_between(sizes, (1, 60), (3, 32)) == 40 + 200 + 32
+    assert frames.bytes_between({1: 100, 3: 300}, (1, 60), (3, 32)) == 40 + 0 + 32
+    assert frames.bytes_between(sizes, (2, 90), (2, 150)) == 60
+    assert frames.bytes_between(sizes, (3, 32), (2, 150)) == 0
 
 
 # --- the rules end to end: one audit, three queues ------------------------------------------------

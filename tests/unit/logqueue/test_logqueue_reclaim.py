@@ -23,15 +23,16 @@ from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule, subject_hash
 from mqforensics.systems.logqueue import format as fmt
-from mqforensics.systems.logqueue import layout, reclaim
-from mqforensics.systems.logqueue.reclaim import (
+from mqforensics.systems.logqueue import layout
+from mqforensics.systems.logqueue import plan as planner
+from mqforensics.systems.logqueue.plan import (
     DAMAGED_SAVED_POSITIONS,
     DELETE_SEGMENT,
     NO_SAVED_POSITIONS,
     SAVED_POSITIONS_BEHIND,
     STILL_READ,
-    SegmentExecutor,
 )
+from mqforensics.systems.logqueue.purge import SegmentExecutor
 from tests.purge_hooks import apply_with_hook
 
 REPO = Path(__file__).resolve().parents[3]
@@ -114,7 +115,7 @@ def _unreclaimed(queue: Path) -> list[dict]:
 
 
 def _plan_of_findings(tmp_path: Path, queue: Path):
-    parts = reclaim.plan(_unreclaimed(queue), POLICY, {})
+    parts = planner.plan(_unreclaimed(queue), POLICY, {})
     written = write_plan(
         tmp_path / "plan", system="logqueue", as_of=dt.datetime(2027, 1, 16, tzinfo=dt.UTC),
         policy=POLICY, inputs={"queues": [str(queue)]}, actions=parts.actions,
@@ -150,7 +151,7 @@ def _target(segment: int, queue: str = "/q/one") -> dict:
 def test_garbage_below_the_saved_suffix_is_planned_and_lagging_garbage_deferred() -> None:
     findings = [_row("unreclaimed_segment", n) for n in (2, 1, 3)]
     findings.append({**_row("stuck_message", 9), "subject": "m"})  # not a segment finding
-    parts = reclaim.plan(findings, POLICY, {})
+    parts = planner.plan(findings, POLICY, {})
     assert [(a.kind, a.target, a.precondition, a.rules, a.bytes, a.findings) for a in
             parts.actions] == [
         (DELETE_SEGMENT, _target(n), {"size": 100 + n, "sha256": f"{n:064x}",
@@ -162,7 +163,7 @@ def test_garbage_below_the_saved_suffix_is_planned_and_lagging_garbage_deferred(
     ]
     assert parts.notes == []
     no_rule = Policy("p.toml", "0" * 64, (Rule("x", "racl_repair", "y"),))
-    assert reclaim.plan(findings, no_rule, {}).actions == []
+    assert planner.plan(findings, no_rule, {}).actions == []
 
 
 def test_missing_or_damaged_restart_positions_plan_nothing() -> None:
@@ -171,12 +172,12 @@ def test_missing_or_damaged_restart_positions_plan_nothing() -> None:
         _row("unreclaimed_segment", 1, "/q/damaged", saved_positions="damaged"),
         _row("unreclaimed_segment", 1, "/q/unread", sha256=None, size=None),
     ]
-    parts = reclaim.plan(findings, POLICY, {})
+    parts = planner.plan(findings, POLICY, {})
     assert parts.actions == []
     assert [(d.target["queue"], d.reason) for d in parts.deferred] == [
         ("/q/damaged", DAMAGED_SAVED_POSITIONS),
         ("/q/missing", NO_SAVED_POSITIONS),
-        ("/q/unread", reclaim.NOT_READ),
+        ("/q/unread", planner.NOT_READ),
     ]
     assert parts.notes == [
         "/q/damaged: restart.lq is damaged: nothing planned there",
@@ -188,7 +189,7 @@ def test_a_rule_restricted_to_queues_names_them_by_path_or_name() -> None:
     rules = (Rule("gc", "garbage_segments", "x", queues=("one", "/q/three")),)
     policy = Policy("p.toml", "0" * 64, rules)
     findings = [_row("unreclaimed_segment", 1, f"/q/{q}") for q in ("one", "two", "three")]
-    assert [a.target["queue"] for a in reclaim.plan(findings, policy, {}).actions] == [
+    assert [a.target["queue"] for a in planner.plan(findings, policy, {}).actions] == [
         "/q/one", "/q/three"
     ]  # fmt: skip
 
@@ -208,7 +209,7 @@ def test_an_erasure_deletes_what_may_go_and_defers_what_the_restart_reads() -> N
         _row("personal_data", 4, subjects=[wanted], garbage=False),  # live records
         _row("personal_data", 5, subjects=[other], garbage=False),  # someone else
     ]
-    parts = reclaim.plan(findings, policy, {})
+    parts = planner.plan(findings, policy, {})
     assert [(a.target["segment"], a.rules, a.findings, a.reason) for a in parts.actions] == [
         (1, ("erase", "gc"), ("personal_data-/q/one-1", "unreclaimed_segment-/q/one-1"),
          "entirely before the saved working suffix; holds a data subject to erase"),

@@ -11,7 +11,7 @@ import pytest
 
 from mqforensics import cli, systems
 from mqforensics.quality import SUITES_DIR, load_suite
-from mqforensics.systems.logqueue.spec import SAMPLE
+from mqforensics.systems.logqueue.sample import SAMPLE
 from tests.unit.logqueue.planted_quality import BROKEN, defective_queue, kind_of
 
 FRAMES = ("records", "segment_files", "messages", "queues", "orphans", "spool")

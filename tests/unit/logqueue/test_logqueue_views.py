@@ -12,9 +12,10 @@ import pytest
 
 from mqforensics import systems
 from mqforensics.systems.logqueue import views
-from mqforensics.systems.logqueue.checks import AuditOptions, run_checks
-from mqforensics.systems.logqueue.spec import SAMPLE
-from mqforensics.systems.logqueue.state import read_state
+from mqforensics.systems.logqueue.checks import run_checks
+from mqforensics.systems.logqueue.frames import read_state
+from mqforensics.systems.logqueue.options import Settings
+from mqforensics.systems.logqueue.sample import SAMPLE
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_segment_status_follows_the_garbage_end(state) -> None:
     # The garbage segments are exactly the files the unreclaimed_segment check reports.
     meta = json.loads((SAMPLE / "sample.json").read_text())
     as_of = dt.datetime.fromisoformat(meta["as_of"].replace("Z", "+00:00"))
-    findings = run_checks(state, AuditOptions(as_of=as_of)).where("check = 'unreclaimed_segment'")
+    findings = run_checks(state, Settings(as_of=as_of)).where("check = 'unreclaimed_segment'")
     assert sorted(r.subject for r in findings.collect()) == sorted(
         segments.loc[segments["status"] == "garbage", "file"]
     )

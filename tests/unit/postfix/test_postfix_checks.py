@@ -13,7 +13,7 @@ from mqforensics.systems.postfix.checks import run_checks
 from mqforensics.systems.postfix.files import FILE_COLUMNS
 from mqforensics.systems.postfix.fleet import read_queue_dirs
 from mqforensics.systems.postfix.frames import PostfixFrames
-from mqforensics.systems.postfix.options import AuditOptions
+from mqforensics.systems.postfix.options import Settings as AuditOptions
 from mqforensics.systems.postfix.postconf import Lifetimes
 from mqforensics.systems.postfix.queue_dir import QueueDir
 from tests.unit.postfix import planted_queue

@@ -5,7 +5,6 @@ real Postfix in tests/integration/postfix."""
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -18,12 +17,12 @@ from mqforensics.findings import with_ids
 from mqforensics.purge.engine import run_purge
 from mqforensics.retention.manifest import Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.systems.postfix import planner
+from mqforensics.systems.postfix import plan as planner
 from mqforensics.systems.postfix.checks import run_checks
 from mqforensics.systems.postfix.fleet import read_queue_dirs
 from mqforensics.systems.postfix.frames import PostfixFrames
-from mqforensics.systems.postfix.options import AuditOptions
-from mqforensics.systems.postfix.purge_executor import PostsuperExecutor, build_executors
+from mqforensics.systems.postfix.options import Settings as AuditOptions
+from mqforensics.systems.postfix.purge import PostsuperExecutor, build_executors
 from mqforensics.systems.postfix.queue_dir import QueueDir
 from mqforensics.units import utc_text
 from tests.unit.postfix import planted_queue
@@ -110,10 +109,10 @@ def test_orphan_logs_deleted_exactly_and_drift_skipped(spark, tmp_path: Path) ->
         log.write(appended)
     (root / "hold/C3D4E5F60718").write_bytes(planted_queue.REAL_DEFERRED)
 
-    dry = run_purge(plan, build_executors(plan, argparse.Namespace()), apply=False,
+    dry = run_purge(plan, build_executors(plan), apply=False,
                     out=lambda _: None)  # fmt: skip
     assert dry.done == 0 and all(p.exists() for p in before)
-    result = run_purge(plan, build_executors(plan, argparse.Namespace()), apply=True,
+    result = run_purge(plan, build_executors(plan), apply=True,
                        out=lambda _: None)  # fmt: skip
     assert (result.done, result.skipped) == (1, 2)
     size = len(planted_queue.DEFER_LOG)

@@ -14,7 +14,7 @@ from mqforensics import systems
 from mqforensics.cli import main
 from mqforensics.retention.manifest import read_plan
 from mqforensics.systems.postfix.files import FILE_COLUMNS, read_files
-from mqforensics.systems.postfix.planner import (
+from mqforensics.systems.postfix.plan import (
     DELETE_ORPHAN_LOG,
     NOT_A_MESSAGE_QUEUE,
     NOT_READY,
@@ -26,6 +26,16 @@ from mqforensics.systems.postfix.sample import BUNDLED
 PLANTED = {a["anomaly"]: a for a in json.loads((BUNDLED / "planted.json").read_text())}
 
 
+def _queue(sample) -> Path:
+    return Path(sample.options.queue_dir[0].split("=", 1)[1])
+
+
+def _argv(sample) -> list[str]:
+    """The command-line source options of the bundled sample."""
+    options = sample.options
+    return ["--queue-dir", *options.queue_dir[:1], "--main-cf", str(options.main_cf)]
+
+
 @pytest.fixture
 def sample(tmp_path: Path):
     return systems.get("postfix").sample(tmp_path)
@@ -33,7 +43,7 @@ def sample(tmp_path: Path):
 
 def test_exactly_the_planted_findings_with_offsets(spark, sample, tmp_path: Path) -> None:
     out = tmp_path / "audit"
-    assert main(["audit", "postfix", *sample.argv, "--as-of", str(sample.as_of),
+    assert main(["audit", "postfix", *_argv(sample), "--as-of", str(sample.as_of),
                  "--out", str(out)]) == 1  # fmt: skip
     rows = json.loads((out / "findings.json").read_text())
     truth = json.loads(sample.ground_truth.read_text())["findings"]
@@ -50,7 +60,7 @@ def test_exactly_the_planted_findings_with_offsets(spark, sample, tmp_path: Path
 
 
 def test_untouched_messages_read_as_postqueue_listed_them(sample) -> None:
-    queue_dir = QueueDir.parse(sample.argv[1])
+    queue_dir = QueueDir.parse(sample.options.queue_dir[0])
     rows = [dict(zip(FILE_COLUMNS, r, strict=True))
             for r in read_files(queue_dir, list_queue_dir(queue_dir))]  # fmt: skip
     planted_ids = {a["queue_id"] for a in PLANTED.values()}
@@ -70,7 +80,7 @@ def test_untouched_messages_read_as_postqueue_listed_them(sample) -> None:
 
 def test_the_bundled_policy_plans_from_the_findings(spark, sample, tmp_path: Path) -> None:
     out, plan_dir = tmp_path / "audit", tmp_path / "plan"
-    main(["audit", "postfix", *sample.argv, "--as-of", str(sample.as_of), "--out", str(out)])
+    main(["audit", "postfix", *_argv(sample), "--as-of", str(sample.as_of), "--out", str(out)])
     assert main(["plan", "--findings", str(out), "--policy", str(sample.policy),
                  "--out", str(plan_dir)]) == 0  # fmt: skip
     plan = read_plan(plan_dir)
@@ -91,9 +101,13 @@ def test_the_bundled_policy_plans_from_the_findings(spark, sample, tmp_path: Pat
     assert main(["approve", str(plan_dir), "--by", "tests"]) == 0
     # postsuper needs the instance's config directory: refused before anything runs.
     before = {
-        p: p.read_bytes() for p in Path(sample.argv[1].split("=", 1)[1]).rglob("*") if p.is_file()
+        p: p.read_bytes()
+        for p in Path(sample.options.queue_dir[0].split("=", 1)[1]).rglob("*")
+        if p.is_file()
     }
     assert main(["purge", str(plan_dir), "--apply"]) == 2
     assert {
-        p: p.read_bytes() for p in Path(sample.argv[1].split("=", 1)[1]).rglob("*") if p.is_file()
+        p: p.read_bytes()
+        for p in Path(sample.options.queue_dir[0].split("=", 1)[1]).rglob("*")
+        if p.is_file()
     } == before

@@ -9,7 +9,7 @@ from typing import Any
 
 from mqforensics.findings import finding_id
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.systems.slimta.planner import (
+from mqforensics.systems.slimta.plan import (
     DELETE_OBJECT,
     DELETE_REDIS_HASH,
     EVIDENCE,

@@ -3,7 +3,6 @@ skipped with its reason, idempotent reruns, and a crash at every fault point res
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -22,14 +21,16 @@ import pytest
 
 from mqforensics import systems
 from mqforensics.errors import ConfigError
+from mqforensics.options import fields_of
 from mqforensics.purge import engine, faults
-from mqforensics.purge.engine import executors_for, run_purge
+from mqforensics.purge.engine import run_purge
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import Action, Plan, read_plan, record_approval, write_plan
 from mqforensics.retention.policy import Policy, Rule
-from mqforensics.systems.slimta import purge_executor
+from mqforensics.systems.slimta import purge as slimta_purge
 from mqforensics.systems.slimta.digests import file_digest, hash_fields_digest
-from mqforensics.systems.slimta.purge_executor import DELETE_FILES, DiskExecutor, build_executors
+from mqforensics.systems.slimta.options import PurgeOptions
+from mqforensics.systems.slimta.purge import DELETE_FILES, DiskExecutor, build_executors
 from tests.purge_hooks import apply_with_hook
 
 REPO = Path(__file__).resolve().parents[3]
@@ -59,7 +60,7 @@ FINDING = "0123456789abcdef"  # the finding every action here cites (plans are m
 
 @pytest.fixture(autouse=True)
 def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(purge_executor, "CENSUS_SETTLE_SECONDS", 0)
+    monkeypatch.setattr(slimta_purge, "CENSUS_SETTLE_SECONDS", 0)
 
 
 def _meta(attempts: int) -> bytes:
@@ -183,7 +184,7 @@ def test_dry_run_changes_nothing(tmp_path: Path) -> None:
     queue_moves_on(store)
     before = store.snapshot()
     lines: list[str] = []
-    result = run_purge(plan, build_executors(plan, argparse.Namespace()), apply=False,
+    result = run_purge(plan, build_executors(plan), apply=False,
                        out=lines.append)  # fmt: skip
     assert store.snapshot() == before
     assert not (plan.directory / "journal.jsonl").exists()
@@ -198,7 +199,7 @@ def test_apply_deletes_exactly_the_named_files_and_skips_what_slimta_touched(
     queue_moves_on(store)
     before = store.snapshot()
     lines: list[str] = []
-    executors = build_executors(plan, argparse.Namespace())
+    executors = build_executors(plan)
     result = run_purge(plan, executors, apply=True, out=lines.append)
     assert result.verification is not None and result.verification["ok"], lines
     assert (result.done, result.skipped) == (5, 2)
@@ -222,7 +223,7 @@ def test_apply_deletes_exactly_the_named_files_and_skips_what_slimta_touched(
     assert removed[0] == {"files": 2, "bytes": old_bytes}
     assert removed[4] == {"files": 0, "bytes": 0}  # DELIVERED: already gone
     # A rerun does nothing more.
-    again = run_purge(plan, build_executors(plan, argparse.Namespace()), apply=True,
+    again = run_purge(plan, build_executors(plan), apply=True,
                       out=lines.append)  # fmt: skip
     assert (again.done, again.already_final, again.operations) == (0, 7, 0)
     assert store.snapshot() == after
@@ -248,7 +249,7 @@ def test_census_waits_for_a_message_being_written(
 ) -> None:
     store, actions = spool(tmp_path / "spool")
     executor = DiskExecutor(make_plan(tmp_path, actions))
-    monkeypatch.setattr(purge_executor, "CENSUS_SETTLE_SECONDS", 1.0)
+    monkeypatch.setattr(slimta_purge, "CENSUS_SETTLE_SECONDS", 1.0)
     store.write("4" * 32, 4, meta=False)  # slimta renamed the .env in; the .meta comes next
     writer = threading.Timer(0.1, lambda: store.meta_path("4" * 32).write_bytes(_meta(0)))
     writer.start()
@@ -259,7 +260,7 @@ def test_census_waits_for_a_message_being_written(
 
 
 def _purge_with_hook(plan: Plan, hook: Any, **kwargs: Any) -> engine.PurgeResult:
-    return apply_with_hook(plan, build_executors(plan, argparse.Namespace()), hook, **kwargs)
+    return apply_with_hook(plan, build_executors(plan), hook, **kwargs)
 
 
 def _retry_meta(store: Store, message_id: str) -> None:
@@ -380,18 +381,19 @@ def test_plans_of_the_wrong_shape_are_refused_before_anything_happens(tmp_path: 
     ):
         plan = make_plan(tmp_path, [action], name=name)
         with pytest.raises(ConfigError, match=message):
-            build_executors(plan, argparse.Namespace())
+            build_executors(plan)
 
 
 def test_the_engine_finds_the_slimta_executors_through_the_registry(tmp_path: Path) -> None:
     spec = systems.get("slimta")
-    assert {option.dest for option in spec.purge_options} == {"redis", "s3_endpoint"}
+    assert {item.name for item in fields_of(spec.purge_options)} == {"redis", "s3_endpoint"}
     _, actions = spool(tmp_path / "spool")
     plan = make_plan(tmp_path, actions)
-    args = argparse.Namespace(redis=None, s3_endpoint=None)
-    assert [type(e).__name__ for e in executors_for(plan, args)] == ["DiskExecutor"]
+    options = PurgeOptions(redis=None, s3_endpoint=None)
+    found = systems.get(plan.header["system"]).executors(plan, options)
+    assert [type(e).__name__ for e in found] == ["DiskExecutor"]
     empty = make_plan(tmp_path, [], name="empty")
-    assert executors_for(empty, args) == []
+    assert list(spec.executors(empty, options)) == []
 
 
 def test_the_meta_dir_comes_from_the_plan_or_is_not_guessed(tmp_path: Path) -> None:
@@ -413,18 +415,17 @@ def test_the_meta_dir_comes_from_the_plan_or_is_not_guessed(tmp_path: Path) -> N
 # -- a crash at every fault point ------------------------------------------------------------
 
 CRASH_SCRIPT = """
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from mqforensics.purge.engine import run_purge
 from mqforensics.retention.manifest import read_plan
-from mqforensics.systems.slimta import purge_executor
+from mqforensics.systems.slimta import purge
 
-purge_executor.CENSUS_SETTLE_SECONDS = 0
+purge.CENSUS_SETTLE_SECONDS = 0
 plan = read_plan(sys.argv[1])
-executors = purge_executor.build_executors(plan, argparse.Namespace())
+executors = purge.build_executors(plan)
 result = run_purge(plan, executors, apply=True, journal_path=Path(sys.argv[2]), out=lambda _: None)
 print(json.dumps({"done": result.done, "skipped": result.skipped,
                   "ok": result.verification["ok"]}))
@@ -488,7 +489,7 @@ def test_a_crash_at_any_fault_point_is_resumed_to_the_uninterrupted_result(
             assert f"meta/{OLD}.meta" not in left and f"env/{OLD}.env" not in left
         lines: list[str] = []
         resumed_plan = read_plan(plan.directory)
-        result = run_purge(resumed_plan, build_executors(resumed_plan, argparse.Namespace()),
+        result = run_purge(resumed_plan, build_executors(resumed_plan),
                            apply=True, journal_path=journal, out=lines.append)  # fmt: skip
         assert result.verification and result.verification["ok"], (k, labels[k - 1], lines)
         assert live_store.snapshot() == expected, f"point {k} ({labels[k - 1]})"

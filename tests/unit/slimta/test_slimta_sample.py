@@ -13,6 +13,7 @@ import pytest
 from mqforensics import systems
 from mqforensics.cli import main
 from mqforensics.retention.manifest import read_plan
+from mqforensics.systems.slimta.options import SlimtaOptions
 from mqforensics.systems.slimta.sample import expected_findings, materialize
 from mqforensics.units import utc_text
 from tests.integration.slimta.slimta_support import MARKER, disk_expected
@@ -94,8 +95,9 @@ def test_the_bundled_sample_gives_exactly_its_planted_findings(
 def test_the_spec_sample_is_what_notebooks_and_the_demo_audit(tmp_path: Path) -> None:
     bundled = systems.get("slimta").sample(tmp_path)
     store = (tmp_path / "store").resolve()
-    assert bundled.argv == ["--disk", str(store / "env"), "--meta-dir", str(store / "meta"),
-                            "--tmp-dir", str(store / "tmp")]  # fmt: skip
+    assert bundled.options == SlimtaOptions(
+        disk=store / "env", meta_dir=store / "meta", tmp_dir=store / "tmp"
+    )
     assert bundled.policy == REPO / "datasets" / "slimta" / "sample" / "policy.toml"
     assert bundled.ground_truth == tmp_path / "ground_truth.json"
     truth = json.loads(bundled.ground_truth.read_text())["findings"]

@@ -1,0 +1,166 @@
+"""One Cyrus `mailboxes.db` (or a dump of it) read into a `Database`: the key/value records,
+any integrity `Problem`s, the history a twoskip file still holds, and what the file was.
+
+Each input's type is found from its content (`read_database`): twoskip or skiplist magic, else a
+text dump — ``ctl_mboxlist -d`` JSON (starts with ``{``, or a ``.json`` name), ``cvt_cyrusdb``
+flat (``.flat`` name), ``cyr_dbtool ... batch`` SHOW (``.batchshow``), otherwise ``cyr_dbtool ...
+show``. Bytes that are neither (no magic, and binary rather than text: `looks_binary`) are
+refused before Spark starts, saying what the file starts with (`sniff`). No Spark here: the
+options check (`options.CyrusOptions.check`) and the Spark reader (`fleet`) both use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.systems.cyrus import dumps, records, skiplist, twoskip
+from mqforensics.systems.cyrus.problems import Problem
+from mqforensics.systems.cyrus.records import MailboxEntry
+from mqforensics.systems.cyrus.twoskip import Record, TwoskipFile
+
+
+@dataclass(frozen=True)
+class Database:
+    """What the checks read: `items` are None when the input holds mailbox entries only (a
+    ``ctl_mboxlist -d`` dump has no RACL keys), `entries` are then given directly."""
+
+    source: str
+    items: Sequence[tuple[bytes, bytes]] | None
+    problems: Sequence[Problem] = ()
+    given_entries: Sequence[MailboxEntry] | None = field(default=None, compare=False)
+    history: Sequence[Record] = field(default=(), compare=False)
+    # What the input was (twoskip, skiplist, show, batchshow, flat, ctl_mboxlist), its size in
+    # bytes and SHA-256: the run manifest's fingerprint of the file.
+    format: str = field(default="", compare=False)
+    size: int = field(default=0, compare=False)
+    sha256: str = field(default="", compare=False)
+
+    @classmethod
+    def from_file(cls, parsed: TwoskipFile, source: str | None = None) -> Database:
+        """A twoskip or skiplist read result (with its history when it was read with one)."""
+        return cls(
+            source or parsed.source,
+            parsed.items(),
+            tuple(parsed.problems),
+            history=tuple(parsed.history),
+        )
+
+    @functools.cached_property
+    def _decoded(self) -> tuple[tuple[MailboxEntry, ...], tuple[tuple[bytes, str], ...]]:
+        """Every mailbox record decoded once (every check reads them)."""
+        if self.given_entries is not None:
+            return tuple(self.given_entries), ()
+        found: list[tuple[bytes, str]] = []
+        entries = records.mailbox_entries(self.items or (), found)
+        return tuple(entries), tuple(found)
+
+    @property
+    def entries(self) -> list[MailboxEntry]:
+        """The mailbox records that decode (see `undecodable` for the others)."""
+        return list(self._decoded[0])
+
+    @property
+    def undecodable(self) -> list[tuple[bytes, str]]:
+        """(key, why) of every mailbox record whose value does not decode."""
+        return list(self._decoded[1])
+
+
+# How much of a file `sniff` reads, and the share of control bytes (other than the TAB, line
+# breaks and the separators 0x1d-0x1f that mailbox names and dlists hold) beyond which it is
+# binary: random bytes hold about 11% (29 of 256 values), dumps next to none (a key may hold
+# a NUL).
+SNIFF_BYTES = 4096
+_BINARY_SHARE = 1 / 16
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x1d\x1e\x1f")
+
+
+def looks_binary(head: bytes) -> bool:
+    """`head` (a file's first bytes) is binary, not a text dump: more than a sixteenth of its
+    bytes are control bytes no dump holds."""
+    controls = sum(1 for byte in head if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    return bool(head) and controls > len(head) * _BINARY_SHARE
+
+
+def sniff(path: Path, head: bytes) -> None:
+    """An InputError saying what `path` looks like when its first bytes, `head`, are neither
+    a twoskip or skiplist database nor text (`looks_binary`)."""
+    if head.startswith((twoskip.MAGIC, twoskip.SKIPLIST_MAGIC)) or not looks_binary(head):
+        return
+    raise InputError(
+        f"{path}: not a twoskip or skiplist database, nor a text dump "
+        f"(first bytes {head[:8].hex(' ')})"
+    )
+
+
+def check_file(path: Path) -> None:
+    """`path` is a readable regular file; an InputError saying what it is otherwise."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a mailboxes.db or a dump")
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: not readable")
+
+
+def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """`paths`, each an existing readable file named once; InputError or ConfigError naming the
+    path otherwise (before any Spark work)."""
+    out: list[Path] = []
+    seen: set[str] = set()
+    for given in paths:
+        path = Path(given)
+        check_file(path)
+        absolute = str(path.absolute())
+        if absolute in seen:
+            raise ConfigError(f"{path} is given twice")
+        seen.add(absolute)
+        out.append(path)
+    if not out:
+        raise ConfigError("no mailboxes.db file given")
+    return out
+
+
+def read_database(path: Path) -> Database:
+    """Read one input, its type found from its content (see the module docstring)."""
+    check_file(path)
+    data = path.read_bytes()
+    sniff(path, data[:SNIFF_BYTES])
+    label = str(path)
+    fingerprint: dict[str, Any] = {
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    if data.startswith(twoskip.MAGIC):
+        parsed = twoskip.read(data, name=label, history=True)
+        return _with(Database.from_file(parsed), "twoskip", fingerprint)
+    if data.startswith(twoskip.SKIPLIST_MAGIC):
+        return _with(Database.from_file(skiplist.read(data, name=label)), "skiplist", fingerprint)
+    name = path.name.lower()
+    if data.lstrip().startswith(b"{") or name.endswith(".json"):
+        entries = dumps.read_ctl_mboxlist(data, name=label)
+        return Database(label, None, (), entries, format="ctl_mboxlist", **fingerprint)
+    if name.endswith(".flat"):
+        return Database(label, dumps.read_flat(data, name=label), format="flat", **fingerprint)
+    if name.endswith(".batchshow"):
+        items = dumps.read_batch_show(data, name=label)
+        return Database(label, items, format="batchshow", **fingerprint)
+    if b"\t" in data or not data:
+        return Database(label, dumps.read_show(data, name=label), format="show", **fingerprint)
+    raise InputError(
+        f"{label}: neither a twoskip/skiplist file nor a show, flat or ctl_mboxlist dump"
+    )
+
+
+def _with(db: Database, kind: str, fingerprint: dict[str, Any]) -> Database:
+    import dataclasses
+
+    return dataclasses.replace(db, format=kind, **fingerprint)

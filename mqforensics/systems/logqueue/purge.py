@@ -1,0 +1,103 @@
+"""The purger executor of a reclamation plan (`plan`): segment files deleted, each re-checked live.
+
+At apply time the executor re-reads ``restart.lq`` and the file: the segment must still be
+below the live saved suffix and have the planned size and SHA-256, else the action is skipped.
+Its census is whether every segment from the live saved suffix to the newest is present: a
+running queue appends, rotates and deletes its own garbage meanwhile, but a gap there would be
+a segment its restart needs.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from mqforensics.errors import ConfigError
+from mqforensics.purge.contract import Operations, Verdict
+from mqforensics.purge.held_unlink import PlannedFile, live_copy, mismatch, unlink_checked
+from mqforensics.retention.manifest import Action, Plan
+from mqforensics.spec import NoPurgeOptions
+from mqforensics.systems.logqueue import layout
+from mqforensics.systems.logqueue.plan import DELETE_SEGMENT
+
+
+class SegmentExecutor:
+    """Deletes planned segment files that are still below their queue's live saved suffix."""
+
+    kinds = (DELETE_SEGMENT,)
+
+    def __init__(self, plan: Plan) -> None:
+        planned = {a.target["queue"] for a in plan.actions() if a.kind in self.kinds}
+        audited = set(plan.header.get("inputs", {}).get("queues") or ())
+        outside = sorted(planned - audited)
+        if outside:
+            raise ConfigError(
+                f"plan {plan.directory}: actions on {outside[0]}, which its audit did not read"
+            )
+        self._queues = sorted(planned)
+
+    def classify(self, exc: BaseException) -> str | None:
+        return None
+
+    @staticmethod
+    def _path(action: Action) -> Path:
+        return Path(action.target["queue"]) / action.target["file"]
+
+    @staticmethod
+    def _planned(action: Action) -> PlannedFile:
+        pre = action.precondition
+        if not isinstance(pre.get("sha256"), str):
+            raise ConfigError(
+                f"action {action.seq}: the plan records no SHA-256 of {action.target['file']} "
+                "(made by an older version): plan again"
+            )
+        return PlannedFile(SegmentExecutor._path(action), int(pre["size"]), pre["sha256"])
+
+    def verify(self, action: Action) -> Verdict:
+        """Still below the live saved suffix, with the planned size and SHA-256."""
+        path = self._path(action)
+        current = live_copy(path)
+        if current is None:
+            return Verdict(True, already_done=True)
+        saved = layout.saved_positions(path.parent)
+        if saved is None or action.target["segment"] >= saved.suffix[0]:
+            live = "none" if saved is None else saved.suffix[0]
+            return Verdict(False, f"the saved working suffix (segment {live}) now covers it")
+        try:
+            why = mismatch(current, self._planned(action))
+        except FileNotFoundError:
+            return Verdict(True, already_done=True)
+        if why:
+            return Verdict(False, f"changed since the plan ({why})")
+        return Verdict(True, detail={"saved_suffix_segment": saved.suffix[0]})
+
+    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
+        if not ops.destructive("delete segment", partial(self.verify, action)):
+            return {"bytes": 0}
+        _, removed = unlink_checked([self._planned(action)])
+        ops.completed("delete segment")
+        return {"bytes": removed}
+
+    def verify_done(self, action: Action) -> str | None:
+        return "file still present" if live_copy(self._path(action)) else None
+
+    def census(self) -> dict[str, Any]:
+        """Per queue: segments missing between the live saved suffix and the newest segment."""
+        out: dict[str, Any] = {}
+        for queue in self._queues:
+            directory = Path(queue)
+            files = layout.segments(directory)
+            saved = layout.saved_positions(directory)
+            low = saved.suffix[0] if saved else min(files, default=1)
+            gaps = [n for n in range(low, max(files, default=low - 1) + 1) if n not in files]
+            out[queue] = {"needed_segments_missing": len(gaps)}
+        return out
+
+    def close(self) -> None:
+        return None
+
+
+def build_executors(plan: Plan, options: NoPurgeOptions | None = None) -> list[SegmentExecutor]:
+    """The executor of a plan's segment deletions (it needs nothing beyond the plan)."""
+    return [SegmentExecutor(plan)]

@@ -1,0 +1,89 @@
+"""What an audit of log queues reads (`options.LogQueueOptions`: ``dirs=[DIR...]``).
+
+The loader the audit runner calls (`load`): every queue directory is read in Spark (one task
+per segment file for the records, one for each file's size, SHA-256 and damage; one replay per
+queue: `frames.read_state`) into the frames every check reads (`checks`, with `settings`). A
+directory without any segment file is noted; nothing read at all is nothing to audit (exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqforensics.spec import AuditArgs, Loaded
+from mqforensics.systems.logqueue import layout
+from mqforensics.systems.logqueue.options import LogQueueOptions, Settings
+from mqforensics.units import utc_now
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from mqforensics.systems.logqueue.frames import LogQueueState
+
+
+def fingerprint(directory: str, segments: list[Any]) -> str:
+    """SHA-256 of a queue directory as the audit read it: each segment's name, size and SHA-256,
+    ``restart.lq``'s bytes and the spool's names and sizes."""
+    from mqforensics.systems.logqueue.frames import list_spool
+
+    digest = hashlib.sha256()
+    for row in sorted(segments, key=lambda r: r["file"]):
+        digest.update(f"segment {row['file']} {row['size']} {row['sha256']}\n".encode())
+    restart = Path(directory) / layout.RESTART_FILE
+    try:
+        data = restart.read_bytes()
+        digest.update(f"restart {hashlib.sha256(data).hexdigest()}\n".encode())
+    except FileNotFoundError:
+        digest.update(b"restart none\n")
+    except OSError as exc:
+        digest.update(f"restart unreadable {exc.errno}\n".encode())
+    for name, size in list_spool(Path(directory)).items():
+        digest.update(f"spool {name} {size}\n".encode())
+    return digest.hexdigest()
+
+
+def load(spark: SparkSession, options: LogQueueOptions, common: AuditArgs) -> Loaded[LogQueueState]:
+    """Every directory read and replayed (`frames.read_state`); objects: segment files and
+    their whole records (a directory without any segment holds nothing to audit)."""
+    from mqforensics.systems.logqueue.frames import read_state
+
+    state = read_state(spark, options.dirs)
+    files = [r.asDict() for r in state.segment_files.drop("problems").collect()]
+    inputs, notes = [], []
+    for directory in state.dirs:
+        mine = [r for r in files if r["queue"] == directory]
+        if not mine:
+            notes.append(f"{directory} holds no segment file (seg-<n>.lq): nothing read there")
+        inputs.append(
+            {
+                "kind": "directory",
+                "location": directory,
+                "segments": len(mine),
+                "bytes": sum(r["size"] for r in mine),
+                "fingerprint": fingerprint(directory, mine),
+            }
+        )
+    return Loaded(
+        frames=state,
+        source=f"log queue(s) {', '.join(state.dirs)}",
+        as_of=common.as_of or utc_now(),
+        objects=len(files) + sum(r["records"] for r in files),
+        inputs=inputs,
+        plan_inputs={"queues": list(state.dirs)},
+        notes=notes,
+    )
+
+
+def settings(
+    options: LogQueueOptions, common: AuditArgs, loaded: Loaded[LogQueueState]
+) -> Settings:
+    """What every check judges against."""
+    return Settings(
+        as_of=loaded.as_of,
+        retry_horizon=options.retry_horizon,
+        restart_lag_bytes=options.restart_lag_bytes,
+        subjects=common.subjects,
+        subject_key=common.subject_key,
+    )

@@ -1,0 +1,22 @@
+"""The bundled sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mqforensics.spec import Sample
+from mqforensics.systems.logqueue.options import LogQueueOptions
+
+SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "logqueue" / "sample"
+
+
+def bundled(workdir: Path) -> Sample:
+    """The two bundled queue directories, judged at the instant ``sample.json`` names."""
+    meta = json.loads((SAMPLE / "sample.json").read_text())
+    policy = SAMPLE / "policy.toml"
+    return Sample(
+        options=LogQueueOptions(dirs=[SAMPLE / name for name in meta["queues"]]),
+        as_of=meta["as_of"],
+        policy=policy if policy.exists() else None,
+    )

@@ -1,0 +1,106 @@
+"""What an audit of slimta reads (`options.SlimtaOptions`: ``disk=``, ``redis=``, ``s3=``...).
+
+The loader the audit runner calls (`load`): every store is listed on the driver and read by
+Spark tasks (`fleet`), each pickle decoded by the allow-list unpickler (`safe_pickle`), into the
+items frame (`frames.SlimtaFrames`, `items.ITEMS`) every check reads (`checks`, with
+`settings`). The runner writes the findings, the manifest and the summary, and pseudonymises
+addresses; an empty store is nothing to audit (exit 2). What can be checked before Spark starts
+is `SlimtaOptions.check`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqforensics.spec import AuditArgs, Loaded
+from mqforensics.systems.slimta.frames import SlimtaFrames
+from mqforensics.systems.slimta.options import Settings, SlimtaOptions
+from mqforensics.units import utc_now
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from mqforensics.systems.slimta.fleet import Stores
+
+KINDS = ("message", "tmp_file", "queue_entry", "other_key")
+NO_TMP_DIR = "no --tmp-dir given: stale_tmp was not checked"
+
+
+def _file_fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def inputs_of(stores: Stores) -> list[dict[str, Any]]:
+    """The run manifest's inputs: where each store is (never a credential)."""
+    inputs: list[dict[str, Any]] = []
+    if stores.disk is not None:
+        layout = stores.disk
+        inputs.append({"kind": "slimta DiskStorage", "location": layout.env_dir,
+                       "meta_dir": layout.meta_dir, "tmp_dir": layout.tmp_dir})  # fmt: skip
+    if stores.redis is not None:
+        inputs.append({"kind": "slimta RedisStorage", "location": stores.redis.where,
+                       "prefix": stores.redis_prefix})  # fmt: skip
+    if stores.s3 is not None:
+        inputs.append({"kind": "slimta cloud storage", "location": stores.s3.store,
+                       "endpoint": stores.s3_endpoint.endpoint_url or "AWS"})  # fmt: skip
+    if stores.sqs_export is not None:
+        path = Path(stores.sqs_export)
+        inputs.append({"kind": "SQS export", "location": str(path.resolve()),
+                       "fingerprint": _file_fingerprint(path)})  # fmt: skip
+    return inputs
+
+
+def plan_inputs(stores: Stores, retry_maximum: int) -> dict[str, Any]:
+    """The plan header's inputs: the stores (no credential) and the disk layout, which the
+    executor's census needs to find each ``.meta``."""
+    inputs: dict[str, Any] = {"stores": stores.describe(), "retry_maximum": retry_maximum}
+    if stores.disk is not None:
+        layout = stores.disk
+        inputs["disk"] = {"env_dir": layout.env_dir, "meta_dir": layout.meta_dir,
+                          "tmp_dir": layout.tmp_dir}  # fmt: skip
+    return inputs
+
+
+def load(spark: SparkSession, options: SlimtaOptions, common: AuditArgs) -> Loaded[SlimtaFrames]:
+    """The stores read into the items frame (computed now: every check reads it)."""
+    from mqforensics.spark import computed
+    from mqforensics.systems.slimta.fleet import read_items
+
+    stores = options.stores()
+    items = computed(read_items(spark, stores))
+    counts = {r["kind"]: r["count"] for r in items.groupBy("kind").count().collect()}
+    notes = ["items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in KINDS)]
+    if stores.disk is not None and stores.disk.tmp_dir is None:
+        notes.append(NO_TMP_DIR)
+    return Loaded(
+        frames=SlimtaFrames(items),
+        source="; ".join(stores.describe()),
+        as_of=common.as_of or utc_now(),
+        objects=sum(counts.values()),
+        inputs=inputs_of(stores),
+        plan_inputs=plan_inputs(stores, options.retry_maximum),
+        notes=notes,
+    )
+
+
+def settings(options: SlimtaOptions, common: AuditArgs, loaded: Loaded[SlimtaFrames]) -> Settings:
+    """What every check judges against."""
+    disk = loaded.plan_inputs.get("disk") or {}
+    return Settings(
+        as_of=loaded.as_of,
+        retry_maximum=options.retry_maximum,
+        retention=options.retention,
+        stale_tmp=options.stale_tmp,
+        sqs_export=options.sqs_export is not None,
+        env_dir=disk.get("env_dir"),
+        meta_dir=disk.get("meta_dir"),
+        tmp_dir=disk.get("tmp_dir"),
+        subjects=common.subjects,
+        subject_key=common.subject_key,
+    )
