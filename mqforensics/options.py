@@ -164,13 +164,6 @@ def check_exclusive(options: Options) -> None:
             raise ConfigError(f"one of the arguments {flags} is required")
 
 
-def field_named(cls: type[Options], name: str) -> OptionField:
-    for item in fields_of(cls):
-        if item.name == name:
-            return item
-    raise KeyError(name)
-
-
 def _suggestion(name: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

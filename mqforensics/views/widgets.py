@@ -128,7 +128,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _dropdown(options: list[str], description: str, value: str | None = None) -> Any:
+def dropdown(options: list[str], description: str, value: str | None = None) -> Any:
     return ipywidgets.Dropdown(
         options=options, value=value or (options[0] if options else None), description=description
     )
@@ -169,7 +169,7 @@ def time_edges(instants: list[Any]) -> tuple[list[pd.Timestamp], str, str]:
     return [start, start + pd.Timedelta(1, unit=step)], form, step
 
 
-def _range_slider(instants: list[Any], description: str) -> Any:
+def range_slider(instants: list[Any], description: str) -> Any:
     """A range picker between the edges of `instants` (`time_edges`), all of them at first;
     disabled, saying so, when there is no instant at all."""
     if not instants:
@@ -199,8 +199,8 @@ class FindingsExplorer(Explorer):
         queues = sorted({_queue_name(q) for q in table["queue"]})
         instants = list(table["observed_at"].dropna())
         present = [s for s in SEVERITIES if s in set(table["severity"])]
-        self.queue = _dropdown([ALL, *queues], "queue")
-        self.period = _range_slider(instants, "observed")
+        self.queue = dropdown([ALL, *queues], "queue")
+        self.period = range_slider(instants, "observed")
         self._form = time_edges(instants)[1] if instants else ""
         self.severity = ipywidgets.SelectMultiple(
             options=present, value=tuple(present), description="severity", rows=len(present) or 1

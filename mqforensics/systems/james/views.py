@@ -131,8 +131,8 @@ def _slice_heatmap_explorer() -> type:
         ) -> None:
             self.state = state
             self.max_slices = max_slices
-            self.queue = widgets._dropdown(queues(state), "queue", queue)
-            self.period = widgets._range_slider(self._slices(self.queue.value), "slices")
+            self.queue = widgets.dropdown(queues(state), "queue", queue)
+            self.period = widgets.range_slider(self._slices(self.queue.value), "slices")
             self.queue.observe(self._queue_changed, names="value")
             super().__init__([self.queue, self.period], "Slices x buckets: live vs consumed rows")
 
@@ -151,7 +151,7 @@ def _slice_heatmap_explorer() -> type:
             return [r.timerangestart.replace(tzinfo=dt.UTC) for r in rows]
 
         def _queue_changed(self, _change: Any) -> None:
-            fresh = widgets._range_slider(self._slices(self.queue.value), "slices")
+            fresh = widgets.range_slider(self._slices(self.queue.value), "slices")
             self._quiet = True  # the queue's own observer redraws once the range is reset
             try:
                 self.period.options = fresh.options

@@ -73,7 +73,7 @@ def _explorer_class() -> type:
         def __init__(self, state: LogQueueState) -> None:
             self.segments = logqueue_segments(state)
             queues = sorted(set(self.segments["queue"])) if not self.segments.empty else []
-            self.queue = widgets._dropdown(queues, "queue")
+            self.queue = widgets.dropdown(queues, "queue")
             super().__init__([self.queue], "Segment garbage timeline")
 
         def selection(self) -> dict[str, Any]:
