@@ -11,8 +11,10 @@ options check (`options.CyrusOptions.check`) and the Spark reader (`fleet`) both
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -161,6 +163,26 @@ def read_database(path: Path) -> Database:
 
 
 def _with(db: Database, kind: str, fingerprint: dict[str, Any]) -> Database:
-    import dataclasses
-
     return dataclasses.replace(db, format=kind, **fingerprint)
+
+
+def entries_json(entries: Sequence[MailboxEntry]) -> str:
+    """The given entries of a ``ctl_mboxlist -d`` dump as one JSON text (ASCII: invalid UTF-8,
+    held as surrogate escapes, comes back as it was from `entries_from_json`)."""
+    return json.dumps(
+        [{f.name: getattr(entry, f.name) for f in dataclasses.fields(entry)} for entry in entries]
+    )
+
+
+def entries_from_json(text: str) -> list[MailboxEntry]:
+    """The `MailboxEntry` values `entries_json` wrote."""
+    return [
+        MailboxEntry(
+            **{
+                **fields,
+                "acl": tuple(tuple(pair) for pair in fields["acl"]),
+                "history": tuple(fields["history"]),
+            }
+        )
+        for fields in json.loads(text)
+    ]

@@ -1,5 +1,6 @@
 """The per-file checks of one Cyrus `mailboxes.db` (or a dump of it) as plain `Finding` values;
-the fleet reader runs them (`fleet.fleet_row`), and each check of `checks` selects its own.
+they run on the frames, one Spark task per file (`perfile`), and each check of `checks` selects
+its own.
 
 Every function is pure: it takes a `Database` (the key/value records, any integrity `Problem`s
 and the label of the file they came from) and returns findings with system ``cyrus``. Subjects

@@ -5,19 +5,18 @@ Two Python data sources, each planning one partition per input file and reading 
 ``flat`` and batch ``SHOW`` dumps; a ``ctl_mboxlist -d`` JSON dump has entries but no key/value
 records):
 
-- ``cyrus_fleet`` (`read_fleet`): one row per file (`FLEET`): what it is (format, size,
-  SHA-256, record, mailbox and problem counts) and, computed in the same task from the one read,
-  the findings of every per-file check (`dbchecks.run_checks`, as `findings.SCHEMA` structs) and
-  every ACL entry (`dbchecks.acl_report`). `read_fleet` computes it at once, and the canonical
-  frames (`CyrusFrames`: ``files``, ``findings``, ``acl``, ``sharing``) are views of it.
+- ``cyrus_fleet`` (`read_fleet`): one row per file (`READ`), what was read and nothing judged:
+  format, size, SHA-256, the record count, the reader's integrity problems, the live records,
+  a twoskip file's history and a ``ctl_mboxlist -d`` dump's entries. `read_fleet` computes it
+  at once into the canonical frames (`CyrusFrames`), where the checks judge it (`perfile`).
 - ``cyrus_mailboxes`` (`read_records`): one row per live record, `RECORDS`: ``seq`` is the
   record's 0-based position in its file (key order for twoskip/skiplist, file order for a dump);
   ``kind``, ``user`` and ``namespace`` (``U``/``S`` for RACL keys of either generation) come from
   `records.classify_key`; ``name`` is the intname (a 3.6+ dbname converted). Integrity problems
   are not rows here; they are the ``integrity`` findings.
 
-Options: ``paths`` (JSON list) or ``path``; ``version``, ``admins`` (JSON list), ``as_of`` (ISO
-instant) and ``default_domain`` where they apply. The functions take paths as given, made
+Options: ``paths`` (JSON list) or ``path``; nothing else (the server settings the checks
+judge with are theirs, `options.Settings`). The functions take paths as given, made
 absolute (the ``file`` column and the findings' ``detail.file``). A missing or unreadable path
 is an InputError on the driver before any job. A file that is no database (or a malformed dump)
 fails in the executor with an InputError naming it: `read_fleet` computes its frame at once and
@@ -28,7 +27,6 @@ U+FFFD; ``key`` and ``value`` keep the exact bytes.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -40,13 +38,16 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from mqforensics.errors import ConfigError
 from mqforensics.spark import computed
 from mqforensics.systems.cyrus import dbchecks, records
-from mqforensics.systems.cyrus.database import Database, checked_paths, read_database
-from mqforensics.systems.cyrus.frames import ACL_FIELDS, FLEET, RECORDS, CyrusFrames
+from mqforensics.systems.cyrus.database import (
+    Database,
+    checked_paths,
+    entries_json,
+    read_database,
+)
+from mqforensics.systems.cyrus.frames import READ, RECORDS, CyrusFrames
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-_STRINGS = {name for name, kind in ACL_FIELDS if kind == "string"}
 
 
 @dataclass
@@ -75,11 +76,6 @@ def _paths(options: Any) -> list[str]:
     return paths
 
 
-def _admins(options: Any) -> list[str]:
-    admins = json.loads(options.get("admins") or "null")
-    return list(dbchecks.DEFAULT_ADMINS) if admins is None else admins
-
-
 def _text(value: str | None) -> str | None:
     """`value` as a valid string: surrogate-escaped invalid UTF-8 becomes U+FFFD."""
     if value is None:
@@ -98,34 +94,19 @@ def record_rows(db: Database) -> Iterator[tuple]:
         yield (db.source, seq, key, value, info.kind, _text(name), _text(info.user), namespace)
 
 
-def fleet_row(
-    db: Database,
-    version: str = dbchecks.DEFAULT_VERSION,
-    admins: Sequence[str] = dbchecks.DEFAULT_ADMINS,
-    as_of: dt.datetime | None = None,
-    default_domain: str | None = None,
-) -> tuple:
-    """The `FLEET` row of one loaded input: what it is, its findings and its ACL entries."""
-    found = dbchecks.run_checks(db, version, admins, as_of, default_domain)
-    acl = dbchecks.acl_report(db.entries, admins, default_domain)
-    bare = dbchecks.bare_userids(acl)
-    entries = len(db.entries) + len(db.undecodable)
+def read_row(db: Database) -> tuple:
+    """The `READ` row of one loaded input: what was read, nothing judged."""
+    given = db.given_entries
     return (
         db.source,
         db.format,
         db.size,
         db.sha256,
-        len(db.items) if db.items is not None else entries,
-        entries,
-        len(db.problems),
-        len(db.undecodable),
-        not db.problems,
-        bare,
-        [f.as_row() for f in found],
-        [
-            tuple(_text(r[name]) if name in _STRINGS else r[name] for name, _ in ACL_FIELDS)
-            for r in acl
-        ],
+        len(db.items) if db.items is not None else len(given or ()),
+        [(p.kind, p.offset, p.detail) for p in db.problems],
+        None if db.items is None else list(db.items),
+        [(r.offset, r.type, r.level, r.key, r.length, r.committed) for r in db.history],
+        None if given is None else entries_json(given),
     )
 
 
@@ -152,14 +133,7 @@ class CyrusMailboxesReader(_FilesReader):
 
 class CyrusFleetReader(_FilesReader):
     def rows(self, db: Database) -> Iterator[tuple]:
-        as_of = self.options.get("as_of")
-        yield fleet_row(
-            db,
-            self.options.get("version") or dbchecks.DEFAULT_VERSION,
-            _admins(self.options),
-            dt.datetime.fromisoformat(as_of) if as_of else None,
-            self.options.get("default_domain") or None,
-        )
+        yield read_row(db)
 
 
 class CyrusMailboxesSource(DataSource):
@@ -177,14 +151,14 @@ class CyrusMailboxesSource(DataSource):
 
 
 class CyrusFleetSource(DataSource):
-    """``spark.read.format("cyrus_fleet")``: one row per file, its findings and ACL entries."""
+    """``spark.read.format("cyrus_fleet")``: one row per file, what it holds (`READ`)."""
 
     @classmethod
     def name(cls) -> str:
         return "cyrus_fleet"
 
     def schema(self) -> str:
-        return FLEET
+        return READ
 
     def reader(self, schema: Any) -> CyrusFleetReader:
         return CyrusFleetReader(dict(self.options))
@@ -219,19 +193,13 @@ def read_fleet(
     paths: Sequence[str | Path],
     version: str = dbchecks.DEFAULT_VERSION,
     admins: Sequence[str] = dbchecks.DEFAULT_ADMINS,
-    as_of: dt.datetime | None = None,
     default_domain: str | None = None,
 ) -> CyrusFrames:
-    """Every file read and checked in the executors (one task per file), computed at once, as
-    `CyrusFrames`. A naive `as_of` is taken as UTC."""
+    """Every file read in the executors (one task per file), computed at once, as
+    `CyrusFrames`. The reader is given the paths only: `version`, `admins` and
+    `default_domain` are the server settings the frames' ``files``, ``acl`` and ``sharing`` are
+    judged with (`CyrusFrames.judged`)."""
     checked = _checked(paths)
-    options = {"paths": json.dumps(checked), "version": version}
-    options["admins"] = json.dumps(list(admins))
-    if as_of is not None:
-        utc = as_of.replace(tzinfo=dt.UTC) if as_of.tzinfo is None else as_of.astimezone(dt.UTC)
-        options["as_of"] = utc.isoformat()
-    if default_domain:
-        options["default_domain"] = default_domain
-    fleet = computed(_load(spark, CyrusFleetSource, options))
+    read = computed(_load(spark, CyrusFleetSource, {"paths": json.dumps(checked)}))
     records = read_records(spark, checked)
-    return CyrusFrames(spark, fleet, checked, records, version, list(admins), default_domain)
+    return CyrusFrames(spark, read, checked, records, version, list(admins), default_domain)

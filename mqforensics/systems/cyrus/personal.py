@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from mqforensics import subjects
 from mqforensics.findings import select_findings
 from mqforensics.systems.cyrus.dbchecks import SYSTEM, visible
+from mqforensics.systems.cyrus.frames import acl_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -30,12 +31,13 @@ CHECK = subjects.CHECK
 
 
 def personal_data(frames: CyrusFrames, settings: Settings) -> DataFrame:
-    """One ``info`` finding per ACL entry whose grantee or mailbox owner is a searched data
-    subject (none when no subject is searched)."""
+    """One ``info`` finding per ACL entry (of the frames judged with the settings' server
+    settings) whose grantee or mailbox owner is a searched data subject (none when no subject
+    is searched)."""
     from pyspark.sql import functions as F
 
     common = settings.common
-    acl = frames.acl
+    acl = acl_of(frames.judged(settings.version, settings.admins, settings.default_domain))
     if not common.subjects:
         acl = acl.limit(0)
     wanted = F.array(*(F.lit(s) for s in sorted(common.subjects))).cast("array<string>")

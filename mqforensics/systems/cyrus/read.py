@@ -26,17 +26,17 @@ SHARING_JSON = "sharing.json"
 
 
 def load(spark: SparkSession, options: CyrusOptions, common: AuditArgs) -> Loaded[CyrusFrames]:
-    """Every input read and checked by Spark, one task per file (`fleet.read_fleet`), as the
-    canonical frames (`frames.CyrusFrames`); ``sharing.json`` pseudonymised unless
-    ``--reveal-addresses``. `objects` counts the records read (a dump's entries)."""
+    """Every input read by Spark, one task per file (`fleet.read_fleet`), as the canonical
+    frames (`frames.CyrusFrames`); the files and ``sharing.json`` (pseudonymised unless
+    ``--reveal-addresses``) from the frames judged with the options' server settings, the
+    ones the checks receive (`settings`). `objects` counts the records read (a dump's
+    entries)."""
     from mqforensics.systems.cyrus import fleet
 
     paths = [str(path.absolute()) for path in checked_paths(options.inputs)]
     admins = options.admins()
     as_of = common.as_of or utc_now()
-    frames = fleet.read_fleet(
-        spark, paths, options.cyrus_version, admins, as_of, options.default_domain
-    )
+    frames = fleet.read_fleet(spark, paths, options.cyrus_version, admins, options.default_domain)
     files = sorted((row.asDict() for row in frames.files.collect()), key=lambda r: r["file"])
     sharing = [row.asDict() for row in frames.sharing.collect()]
     if not common.reveal_addresses:

@@ -1,9 +1,10 @@
 """Cyrus IMAP `mailboxes.db` as the shared layers see it: ``SPEC``, the one `System` of Cyrus.
 
 The loader (`read`) reads every input in Spark, one task per file (`fleet.read_fleet`), into the
-frames (`frames.CyrusFrames`), computing the per-file checks (`dbchecks`) there from the one
-read; each check of `checks` selects its own findings from them, except ``personal_data``, which
-matches the ACL entries against the searched data subjects in Spark (`personal`). Plans come
+frames (`frames.CyrusFrames`), judging nothing; the checks (`checks`) run on the frames: the
+per-file checks (`dbchecks`) on each file's read rebuilt in a Spark task (`perfile`), and
+``personal_data`` matching the ACL entries against the searched data subjects in Spark
+(`personal`). Plans come
 from the findings alone (`plan`); the executors (`purge`) change ACLs over IMAP and RACL keys
 with ``cyr_dbtool``. Importing this module imports no Spark, pandas or IMAP code: those are
 imported when used.

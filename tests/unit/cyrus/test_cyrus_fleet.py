@@ -1,4 +1,5 @@
-"""The Spark fleet readers over the real Cyrus 3.6.1 fixtures equal the pure-Python readers."""
+"""The Spark fleet readers over the real Cyrus 3.6.1 fixtures equal the pure-Python readers, and
+the checks run on their frames equal the pure-Python checks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from mqforensics.errors import ConfigError, InputError, explain
-from mqforensics.systems.cyrus import database, dbchecks, fleet
+from mqforensics.spec import AuditArgs
+from mqforensics.systems.cyrus import checks, database, dbchecks, fleet, perfile
+from mqforensics.systems.cyrus.frames import READ
+from mqforensics.systems.cyrus.options import Settings
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "cyrus"
 TWOSKIP = DATA / "mailboxes_twoskip.db"
@@ -120,15 +124,59 @@ def _finding_keys(rows) -> set[tuple]:
     return {(r[0], r[1], r[2], r[3], r[4], r[5], r[-1]) for r in rows}
 
 
+def _settings(version="3.6", admins=("cyrus",), default_domain=None, as_of=AS_OF) -> Settings:
+    common = AuditArgs(Path("."), as_of, False)
+    return Settings(as_of, version, tuple(admins), default_domain, common)  # type: ignore[arg-type]
+
+
+def _per_file_findings(frames, settings) -> list:
+    from mqforensics.findings import union_all
+
+    per_file = [c for name, c in checks.CHECKS.items() if name != "personal_data"]
+    return union_all(frames.spark, [check(frames, settings) for check in per_file]).collect()
+
+
+def test_the_fleet_reader_judges_nothing(spark, flipped) -> None:
+    """The reader's frame is what each file holds, rebuilt exactly into its `Database` on the
+    frames; its only option is the paths."""
+    from pyspark.sql.types import StructType
+
+    paths = [TWOSKIP, SKIPLIST, SHOW, flipped, CTL, EVIL]
+    frames = fleet.read_fleet(spark, paths)
+    assert frames.read.schema.simpleString() == StructType.fromDDL(READ).simpleString()
+    rows = {r.file: r.asDict(recursive=True) for r in frames.read.collect()}
+    assert list(rows) == [str(p) for p in paths]
+    for path in paths:
+        expected = database.read_database(path)
+        rebuilt = perfile.database_of(rows[str(path)])
+        assert (rebuilt.source, rebuilt.problems) == (expected.source, expected.problems)
+        assert rebuilt.items == (None if expected.items is None else list(expected.items))
+        assert rebuilt.given_entries == expected.given_entries
+        assert (rebuilt.format, rebuilt.size, rebuilt.sha256) == (
+            expected.format, expected.size, expected.sha256
+        )  # fmt: skip
+        assert [r._replace(value=b"", pointers=()) for r in expected.history] == list(
+            rebuilt.history
+        )
+        assert (rebuilt.entries, rebuilt.undecodable) == (expected.entries, expected.undecodable)
+    assert rows[str(CTL)]["items"] is None and rows[str(CTL)]["given_entries"]
+    assert rows[str(TWOSKIP)]["history"] and not rows[str(SHOW)]["history"]
+    # The reader's rows are `read_row` of each file: no findings, no ACL entries, no counts
+    # that take a judgement.
+    reader = fleet.CyrusFleetSource({"paths": json.dumps([str(SHOW)])}).reader(None)
+    (row,) = reader.read(reader.partitions()[0])
+    assert row == fleet.read_row(database.read_database(SHOW))
+    assert not {"findings", "acl", "mailboxes", "bare_userids"} & set(frames.read.columns)
+
+
 @pytest.mark.parametrize(
     ("version", "admins"), [("3.6", ("cyrus",)), ("3.4.2", ("cyrus", "alice")), ("3.6", ())]
 )
-def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admins) -> None:
+def test_checks_on_the_frames_equal_run_checks_per_file(spark, flipped, version, admins) -> None:
     paths = [TWOSKIP, SKIPLIST, SHOW, flipped, CTL]
-    frames = fleet.read_fleet(spark, paths, version, admins, AS_OF)
-    # One task per file computed every check from its one read.
-    assert frames.fleet.count() == len(paths)
-    rows = frames.findings.collect()
+    frames = fleet.read_fleet(spark, paths)
+    assert frames.read.count() == len(paths)
+    rows = _per_file_findings(frames, _settings(version, admins))
     expected = [
         f.as_row()
         for path in paths
@@ -136,6 +184,8 @@ def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admin
     ]
     assert _finding_keys(rows) == _finding_keys(expected)
     assert len(rows) == len(expected)
+    # One judgement per server settings, kept for every check.
+    assert len(frames._judged) == 1
     assert {r.observed_at.timestamp() for r in rows} == {AS_OF.timestamp()}
     integrity = [
         (r.severity, r.subject, json.loads(r.detail)) for r in rows if r.check == "integrity"
@@ -155,6 +205,8 @@ def test_fleet_findings_equal_run_checks_per_file(spark, flipped, version, admin
     # The JSON dump has mailbox entries only: ACL findings, no RACL ones.
     from_ctl = {r.check for r in rows if json.loads(r.detail)["file"] == str(CTL)}
     assert "anyone_share" in from_ctl and not from_ctl & {"racl_missing", "racl_stale"}
+    # The details are byte for byte the pure functions'.
+    assert sorted(r.detail for r in rows) == sorted(row[-1] for row in expected)
 
 
 def test_files_frame_says_what_each_input_is(spark, flipped) -> None:
@@ -181,10 +233,11 @@ def test_files_frame_says_what_each_input_is(spark, flipped) -> None:
     assert files[str(TWOSKIP)]["bare_userids"] > 0
 
 
-def test_fleet_naive_as_of_is_utc(spark) -> None:
-    frames = fleet.read_fleet(spark, [SHOW], as_of=AS_OF.replace(tzinfo=None))
-    assert {r.observed_at.timestamp() for r in frames.findings.collect()} == {AS_OF.timestamp()}
-    assert {r.observed_at for r in fleet.read_fleet(spark, [SHOW]).findings.collect()} == {None}
+def test_a_naive_as_of_is_utc(spark) -> None:
+    frames = fleet.read_fleet(spark, [SHOW])
+    naive = _per_file_findings(frames, _settings(as_of=AS_OF.replace(tzinfo=None)))
+    assert {r.observed_at.timestamp() for r in naive} == {AS_OF.timestamp()}
+    assert {r.observed_at for r in _per_file_findings(frames, _settings(as_of=None))} == {None}
 
 
 def test_acl_and_sharing_equal_the_reports(spark) -> None:
