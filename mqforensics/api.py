@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 from mqforensics import planning, runner, systems
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError
-from mqforensics.options import Options, describe, fields_of, from_keywords, unknown_keyword
+from mqforensics.options import (
+    Options,
+    describe,
+    fields_of,
+    from_keywords,
+    unknown_keyword,
+    values,
+)
 from mqforensics.spec import CommonOptions, System
 from mqforensics.units import parse_duration, utc_text
 
@@ -141,8 +148,9 @@ def _source_options(
         if spec.sample is None:
             raise ConfigError(f"{spec.name} has no bundled sample")
         bundled = spec.sample(workdir)
-        base = {item.name: getattr(bundled.options, item.name) for item in fields_of(spec.options)}
-        options = from_keywords(spec.options, {**base, **keywords}, what=spec.name)
+        options = from_keywords(
+            spec.options, {**values(bundled.options), **keywords}, what=spec.name
+        )
         if bundled.as_of:
             defaults["as_of"] = bundled.as_of
         if bundled.policy is not None:
@@ -617,7 +625,7 @@ def plan(
     directory = findings.out if isinstance(findings, Audit) else Path(findings)
     age = parse_duration(max_audit_age) if isinstance(max_audit_age, str) else max_audit_age
     policy_file = planning.policy_of(Path(policy) if policy else None, tombstone_budget)
-    target = planning.check_plan_out(Path(out))
+    target = planning.check_plan_out(Path(out) if out else None)
     written, parts = planning.plan_from_audit(directory, policy_file, target, max_age=age)
     return Plan(written, list(parts.notes))
 
@@ -625,8 +633,8 @@ def plan(
 def audit_and_plan(
     system: str,
     *,
-    policy: str | Path,
-    out: str | Path,
+    policy: str | Path | None,
+    out: str | Path | None,
     audit_out: str | Path | None = None,
     options: Options | None = None,
     tombstone_budget: int | None = None,
@@ -637,8 +645,8 @@ def audit_and_plan(
     policy's data subjects, then plan its findings into `out`: the ``plan <system> SOURCE``
     command. Keywords: as `audit` (``as_of``, ``reveal_addresses`` and the source options)."""
     spec = systems.get(system)
-    policy_file = planning.policy_of(Path(policy), tombstone_budget)
-    target = planning.check_plan_out(Path(out))
+    policy_file = planning.policy_of(Path(policy) if policy else None, tombstone_budget)
+    target = planning.check_plan_out(Path(out) if out else None)
     audit_dir = (
         Path(audit_out) if audit_out is not None else target.with_name(target.name + ".audit")
     )

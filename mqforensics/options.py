@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import difflib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
@@ -334,16 +334,13 @@ def _json_value(value: Any) -> Any:
 
 def as_json(options: Options | Mapping[str, Any]) -> dict[str, Any]:
     """The options as JSON values, by name, in name order (texts masked all the same)."""
-    if isinstance(options, Options):
-        values = {item.name: getattr(options, item.name) for item in fields_of(options)}
-    else:
-        values = dict(options)
-    return {name: _json_value(value) for name, value in sorted(values.items())}
+    given = values(options) if isinstance(options, Options) else dict(options)
+    return {name: _json_value(value) for name, value in sorted(given.items())}
 
 
-def items(options: Options) -> Iterator[tuple[OptionField, Any]]:
-    for item in fields_of(options):
-        yield item, getattr(options, item.name)
+def values(options: Options) -> dict[str, Any]:
+    """The options' values by name."""
+    return {item.name: getattr(options, item.name) for item in fields_of(options)}
 
 
 def describe(cls: type[Options]) -> str:

@@ -34,8 +34,7 @@ from mqforensics.findings import (
     write_findings,
     write_json,
 )
-from mqforensics.options import Options, as_json, check_exclusive
-from mqforensics.options import items as option_items
+from mqforensics.options import Options, as_json, check_exclusive, values
 from mqforensics.spec import AuditArgs, CommonOptions, Loaded, System
 from mqforensics.units import utc_text
 from mqforensics.version import __version__
@@ -215,11 +214,7 @@ def hider(spec: System) -> Any:
 def options_of(options: Options, common: CommonOptions) -> dict[str, Any]:
     """The options an audit ran with, as JSON values by name (credentials never reach here:
     every front door refuses them, and every text is masked all the same)."""
-    return as_json({**_values(options), "erasure_policy": common.erasure_policy})
-
-
-def _values(options: Options) -> dict[str, Any]:
-    return {item.name: value for item, value in option_items(options)}
+    return as_json({**values(options), "erasure_policy": common.erasure_policy})
 
 
 def write_manifest(

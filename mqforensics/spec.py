@@ -109,10 +109,6 @@ class PlanParts:
     notes: list[str] = field(default_factory=list)
 
 
-def _path(text: str) -> Path:
-    return Path(text)
-
-
 @dataclass(frozen=True, kw_only=True)
 class CommonOptions(Options):
     """The options every audit and validation has, whatever the system: where its files go,
@@ -120,7 +116,7 @@ class CommonOptions(Options):
     subjects it looks for."""
 
     out: Path = option(help="directory for findings.json, findings.parquet and manifest.json",
-                       parse=_path, metavar="DIR", group="output")  # fmt: skip
+                       parse=Path, metavar="DIR", group="output")  # fmt: skip
     as_of: dt.datetime | None = option(
         None, parse=parse_instant, metavar="INSTANT", group="output",
         help="the instant ages are judged at, ISO-8601 (default: the snapshot's time, or now)",
@@ -130,7 +126,7 @@ class CommonOptions(Options):
         help="show mail addresses and user names as they are (default: pseudonymised)",
     )  # fmt: skip
     erasure_policy: Path | None = option(
-        None, parse=_path, metavar="FILE", group="output",
+        None, parse=Path, metavar="FILE", group="output",
         help="look for the data subjects of this policy's erase_subject rules: every object "
         "holding one becomes a personal_data finding (subjects as keyed hashes only)",
     )  # fmt: skip

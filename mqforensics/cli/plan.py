@@ -88,13 +88,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         if getattr(args, "findings", None) is not None:
             raise ConfigError("--findings plans an audit already made: name no system with it")
-        if policy_path is None:
-            raise ConfigError("--policy FILE is required (policy= in Python)")
-        planning.check_plan_out(getattr(args, "out", None))
         spec = systems.get(args.system)
         common = {name: getattr(args, name) for name in ("as_of", "reveal_addresses")}
         plan = api.audit_and_plan(
-            spec.name, policy=policy_path, out=args.out, audit_out=args.audit_out,
+            spec.name, policy=policy_path, out=getattr(args, "out", None), audit_out=args.audit_out,
             options=options_from(spec.options, args), tombstone_budget=budget, **common,
         )  # fmt: skip
     policy_file = plan.files.header

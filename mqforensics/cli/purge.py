@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from mqforensics import api, systems
 from mqforensics.cli.arguments import add_options
@@ -85,10 +84,9 @@ def add_system_options(parser: argparse.ArgumentParser) -> None:
         declared.update(fresh)
 
 
-def purge_keywords(system: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The purge options of the plan's system from `args`; an option given that it does not
-    read is a mistake, not something to ignore (a ``--imap`` on a James plan would otherwise
-    do nothing, silently)."""
+def refuse_other_systems_options(system: str, args: argparse.Namespace) -> None:
+    """An option given that the plan's system does not read is a mistake, not something to
+    ignore (a ``--imap`` on a James plan would otherwise do nothing, silently)."""
     own = {item.name for item in fields_of(systems.get(system).purge_options)}
     for spec in systems.all_systems():
         for item in fields_of(spec.purge_options):
@@ -96,7 +94,6 @@ def purge_keywords(system: str, args: argparse.Namespace) -> dict[str, Any]:
                 raise ConfigError(
                     f"{item.flag} is for {spec.name} plans; this plan is a {system} plan"
                 )
-    return {name: getattr(args, name) for name in own if hasattr(args, name)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     plan = read_plan(args.plan)
     spec = api.system_of_plan(plan)
-    purge_keywords(spec.name, args)
+    refuse_other_systems_options(spec.name, args)
     options = options_from(spec.purge_options, args)
     bar = purge_progress(int(plan.header.get("action_count") or 0))
     try:
