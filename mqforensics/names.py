@@ -1,0 +1,79 @@
+"""File names are bytes: how every layer carries and shows one losslessly (docs/names.md).
+
+A POSIX file name is any bytes but ``/`` and NUL; real spools and their copies hold names that are
+not valid UTF-8 (8-bit names from old tools, a copy made under another locale). Python gives
+such a name back from `os.listdir` of a `str` directory with each undecodable byte as a lone
+surrogate (``surrogateescape``), which neither Arrow nor JSON can hold. Every frame, finding,
+plan, error and view therefore carries a name as its **escaped text** (`shown`):
+
+- a character of valid UTF-8 that prints is itself;
+- a backslash is ``\\\\``;
+- every other byte (invalid UTF-8, a control character, DEL) is ``\\xNN`` (two lower-case hex
+  digits).
+
+The rule is reversible (`unescaped`), so a plan's subject names the exact file the purger
+re-checks and deletes, and the same name reads the same in a terminal, a report and a notebook.
+A name that needed escaping is *odd* (`is_odd`): audits say so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["is_odd", "fs_path", "shown", "unescaped"]
+
+_ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2})")
+
+
+def _raw(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:
+    """The bytes of `name`: a `str` from the file system (its undecodable bytes as surrogates) is
+    encoded back with ``surrogateescape``."""
+    return os.fsencode(name)
+
+
+def shown(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
+    """`name` as escaped text: valid, printable UTF-8 as is, ``\\`` doubled, every other byte
+    ``\\xNN``. Always valid UTF-8 (Arrow, JSON and a terminal take it), always one line."""
+    raw = _raw(name)
+    out: list[str] = []
+    text = raw.decode("utf-8", "surrogateescape")
+    for char in text:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, kept as a lone surrogate
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif char == "\\":
+            out.append("\\\\")
+        elif code < 0x20 or code == 0x7F or (0x80 <= code < 0xA0):
+            out.append("".join(f"\\x{b:02x}" for b in char.encode("utf-8")))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def unescaped(text: str) -> bytes:
+    """The bytes `shown` made `text` from (text without escapes is its UTF-8 bytes)."""
+
+    def byte(match: re.Match[str]) -> str:
+        escape = match.group(1)
+        if escape == "\\":
+            return "\\"
+        return chr(0xDC00 + int(escape[1:], 16)) if int(escape[1:], 16) >= 0x80 else chr(
+            int(escape[1:], 16)
+        )
+
+    return _ESCAPE.sub(byte, text).encode("utf-8", "surrogateescape")
+
+
+def fs_path(text: str) -> str:
+    """The path to open for escaped text: the bytes of `unescaped`, as the `str` the file system
+    calls take (undecodable bytes as surrogates)."""
+    return os.fsdecode(unescaped(text))
+
+
+def is_odd(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bool:
+    """Whether `name` needed escaping beyond a backslash: bytes that are not valid UTF-8, or a
+    control character."""
+    return shown(name).replace("\\\\", "") != os.fsencode(name).decode(
+        "utf-8", "surrogateescape"
+    ).replace("\\", "")
