@@ -21,7 +21,9 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["is_odd", "fs_path", "shown", "unescaped"]
+__all__ = ["is_odd", "fs_path", "odd_names_note", "shown", "unescaped"]
+
+LISTED = 3  # odd names a note lists before "and N more"
 
 _ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2})")
 
@@ -74,6 +76,20 @@ def fs_path(text: str) -> str:
 def is_odd(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bool:
     """Whether `name` needed escaping beyond a backslash: bytes that are not valid UTF-8, or a
     control character."""
-    return shown(name).replace("\\\\", "") != os.fsencode(name).decode(
-        "utf-8", "surrogateescape"
-    ).replace("\\", "")
+    text = os.fsencode(name).decode("utf-8", "surrogateescape")
+    return shown(name).replace("\\\\", "") != text.replace("\\", "")
+
+
+def odd_names_note(odd: list[str]) -> str | None:
+    """The one line an audit prints (and its manifest keeps) about the odd names it read (each
+    already `shown`), or None when there are none: they were audited like any other."""
+    if not odd:
+        return None
+    names = sorted(set(odd))
+    listed = ", ".join(names[:LISTED])
+    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    noun = "file name is" if len(names) == 1 else "file names are"
+    return (
+        f"{len(names)} {noun} not valid UTF-8 or hold control characters, audited like any "
+        f"other and shown escaped (\\xNN per odd byte, docs/names.md): {listed}{more}"
+    )
