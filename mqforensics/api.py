@@ -177,8 +177,10 @@ class Audit:
 
     `rows` are the findings as written to ``findings.json`` (addresses pseudonymised unless
     revealed); `findings` is the same as a Spark DataFrame; `state` is the system's canonical
-    frames object and `frames` its DataFrames by name. `plan(policy=...)` plans a cleanup from
-    these findings. `close()` releases the frames' cache.
+    frames object and `frames` its DataFrames by name. `not_run` names the checks that did not
+    run (check -> what was missing and which keyword or flag would give it); `partial` those
+    whose results are incomplete; `notes` what the audit said besides its findings.
+    `plan(policy=...)` plans a cleanup from these findings. `close()` releases the frames' cache.
     """
 
     system: str
@@ -192,6 +194,7 @@ class Audit:
     state: Any
     notes: list[str]
     partial: dict[str, str]
+    not_run: dict[str, str] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
     policy: Path | None = None
     ground_truth: Path | None = None
@@ -229,6 +232,8 @@ class Audit:
             f"{self.system}: {self.source} ({origin}, judged at {utc_text(self.as_of)})\n"
             f"{summarise(self.rows)}"
         )
+        for why, checks in runner.partial_by_reason(self.not_run).items():
+            text += f"\nnot run: {', '.join(checks)}: {why}"
         return mask_secrets(text)
 
     def table(self) -> pd.DataFrame:
@@ -290,13 +295,20 @@ class Audit:
             or "<tr><td colspan=3>no finding</td></tr>"
         )
         origin = "bundled sample" if self.bundled else "configured source"
+        not_run = "".join(
+            f"<li>{html.escape(', '.join(checks))}: {html.escape(why)}</li>"
+            for why, checks in runner.partial_by_reason(self.not_run).items()
+        )
+        ran = len(self.checks) - len(self.not_run)
         return (
             f"<div><b>{html.escape(self.title)}</b>: {html.escape(mask_secrets(self.source))} "
             f"({origin}, judged at {utc_text(self.as_of)})<br>"
-            f"{len(self.rows):,} findings in {html.escape(str(self.out))}"
+            f"{len(self.rows):,} findings of {ran} of {len(self.checks)} checks in "
+            f"{html.escape(str(self.out))}"
             f"<table><tr><th>check</th><th>severity</th><th>findings</th></tr>{body}</table>"
-            f"<small>.findings (DataFrame) · .rows · .frames · .table() · .explore() · "
-            f".plan(policy=…)</small></div>"
+            + (f"<p>Not run:</p><ul>{not_run}</ul>" if not_run else "")
+            + "<small>.findings (DataFrame) · .rows · .frames · .table() · .explore() · "
+            ".plan(policy=…)</small></div>"
         )
 
 
@@ -386,7 +398,7 @@ def run_audit(
         system=spec.name, title=spec.title, source=loaded.source, as_of=loaded.as_of,
         out=common.out, bundled=bundled, rows=result.findings, manifest=result.manifest,
         state=loaded.frames, notes=list(loaded.notes), partial=dict(loaded.partial),
-        outputs=list(loaded.outputs),
+        not_run=dict(loaded.not_run), outputs=list(loaded.outputs),
         policy=policy or common.erasure_policy, ground_truth=ground_truth, _loaded=loaded,
         _spark=spark,
     )  # fmt: skip

@@ -34,8 +34,8 @@ from mqforensics.findings import (
     write_findings,
     write_json,
 )
-from mqforensics.options import Options, as_json, check_exclusive, values
-from mqforensics.spec import AuditArgs, CommonOptions, Loaded, System
+from mqforensics.options import Options, as_json, check_exclusive, fields_of, values
+from mqforensics.spec import AuditArgs, Check, CommonOptions, Loaded, System
 from mqforensics.units import utc_text
 from mqforensics.version import __version__
 
@@ -66,7 +66,9 @@ def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
 
 
 def check_out(out: Path, what: str = "--out") -> None:
-    """An output directory: may exist (as a directory) or be created; a file there is refused."""
+    """An output directory: may exist (as a directory) or be created; a file there is refused,
+    and so is a directory this process cannot write in (or create): a read-only file system, a
+    directory without write permission (`check_writable`), all before Spark starts."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{what} {out} exists and is not a directory")
     parent = out.resolve().parent
@@ -74,6 +76,23 @@ def check_out(out: Path, what: str = "--out") -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise ConfigError(f"{what} {out}: {parent} is not a directory")
+    check_writable(out if out.exists() else parent, out, what)
+
+
+def check_writable(directory: Path, out: Path, what: str) -> None:
+    """A ConfigError naming `what` and `out` when `directory` (`out`, or the nearest directory
+    that exists above it, where it would be made) cannot be written in."""
+    import os
+
+    if os.access(directory, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "on a read-only file system" if read_only else "not writable (permission denied)"
+    where = "" if directory == out else f": {directory} is"
+    raise ConfigError(f"{what} {out}{where or ' is'} {why}")
 
 
 def check_before_spark(options: Options, common: CommonOptions | None = None) -> None:
@@ -115,13 +134,39 @@ def load(spark: SparkSession, spec: System, options: Options, common: AuditArgs)
     return loaded
 
 
+def unmet_needs(spec: System, options: Options, common: CommonOptions) -> dict[str, str]:
+    """The checks of `spec` whose `Check.needs` the options do not meet (check name -> what is
+    missing and the flags that would give it), decided before Spark starts."""
+    given = {**values(common), **values(options)}
+    flags = {
+        item.name: item.flag for cls in (CommonOptions, type(options)) for item in fields_of(cls)
+    }
+    unmet: dict[str, str] = {}
+    for check in spec.checks:
+        needs = check.needs
+        if needs is None or any(
+            given.get(name) not in (None, "", [], False) for name in needs.options
+        ):
+            continue
+        wanted = [flags.get(name, name) for name in needs.options]
+        give = wanted[0] if len(wanted) == 1 else f"one of {', '.join(wanted)}"
+        unmet[check.name] = f"{needs.what}; give {give}"
+    return unmet
+
+
+def checks_to_run(spec: System, not_run: dict[str, str]) -> list[Check]:
+    return [check for check in spec.checks if check.name not in not_run]
+
+
 def findings_frame(
     spark: SparkSession, spec: System, loaded: Loaded[Any], settings: Any
 ) -> DataFrame:
-    """Every check of the system on the loaded frames, as one findings frame."""
+    """Every check of the system that can run on the loaded frames (not in ``loaded.not_run``),
+    as one findings frame."""
     from mqforensics.findings import union_all
 
-    return union_all(spark, [check.run(loaded.frames, settings) for check in spec.checks])
+    checks = checks_to_run(spec, loaded.not_run)
+    return union_all(spark, [check.run(loaded.frames, settings) for check in checks])
 
 
 def audit(
@@ -177,10 +222,11 @@ def _audit(
     resolved = resolve_common(common)
     step("reading the store")
     loaded = load(spark, spec, options, resolved)
+    loaded.not_run = dict(sorted({**unmet_needs(spec, options, common), **loaded.not_run}.items()))
     try:
         step("preparing the checks")
         settings = spec.settings(options, resolved, loaded)
-        step(f"running {len(spec.checks)} checks")
+        step(f"running {len(spec.checks) - len(loaded.not_run)} of {len(spec.checks)} checks")
         frame = findings_frame(spark, spec, loaded, settings)
         out = common.out
         rows = write_findings(frame, out, None if common.reveal_addresses else hider(spec))
@@ -242,6 +288,10 @@ def write_manifest(
         "checks": [check.name for check in spec.checks],
         # Checks whose results are incomplete because the read was, and why ({} when none).
         "partial": dict(sorted(loaded.partial.items())),
+        # Checks that did not run: what was missing and which input would give it ({}: none).
+        "not_run": dict(sorted(loaded.not_run.items())),
+        # What the audit said besides its findings (odd file names, the broker's notes).
+        "notes": [mask_secrets(note) for note in loaded.notes],
         "subjects_searched": sorted(resolved.subjects),
         "findings": {
             "count": len(json.loads(findings_bytes)),
@@ -271,7 +321,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def partial_by_reason(partial: dict[str, str]) -> dict[str, list[str]]:
-    """The checks of `partial` (check -> why) grouped by why, each group in name order."""
+    """The checks of `partial` (or of ``not_run``: check -> why) grouped by why, each group in
+    name order."""
     grouped: dict[str, list[str]] = {}
     for check, why in sorted(partial.items()):
         grouped.setdefault(why, []).append(check)

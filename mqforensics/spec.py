@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from mqforensics.errors import InputError
 from mqforensics.options import Options, option
 from mqforensics.retention.policy import RuleKind
 from mqforensics.units import parse_instant
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
     from mqforensics.retention.policy import Policy
 
 __all__ = [
-    "AuditArgs", "Check", "CommonOptions", "Loaded", "NoPurgeOptions", "PlanParts", "RuleKind",
-    "Sample", "System", "deferred",
+    "SUBJECTS_SEARCHED", "AuditArgs", "Check", "CommonOptions", "Loaded", "Needs",
+    "NoPurgeOptions", "PlanParts", "RuleKind", "Sample", "System", "deferred",
 ]  # fmt: skip
 
 F = TypeVar("F")
@@ -54,6 +55,23 @@ def deferred(module: str, function: str) -> Callable[..., Any]:
 
 
 @dataclass(frozen=True)
+class Needs:
+    """What a check needs beyond the store: one of `options` given (names of the system's
+    options or of `CommonOptions`), said as `what` when none is. The runner decides it before
+    Spark starts, runs only the checks whose needs are met, and says of every other one that it
+    did not run, `what` was missing and which flags would have given it (``not_run``)."""
+
+    what: str
+    options: tuple[str, ...]
+
+
+# What every system's personal_data check needs: the data subjects to look for.
+SUBJECTS_SEARCHED = Needs(
+    "no erasure policy names the data subjects to look for", ("erasure_policy",)
+)
+
+
+@dataclass(frozen=True)
 class Check:
     """One check: a pure function from a system's loaded frames and its settings to findings.
 
@@ -61,6 +79,7 @@ class Check:
     `severity` is what the check usually reports (a finding may carry another one, said in its
     `detail`). `what`, `why` and `todo` are one or two plain sentences each, shown by reports and
     notebooks: what it detects, why it matters (cost, privacy, data loss) and what to do.
+    `needs` is what it needs beyond the store (an input or option), None when the store is all.
     """
 
     name: str
@@ -69,6 +88,7 @@ class Check:
     what: str
     why: str
     todo: str
+    needs: Needs | None = None
 
 
 @dataclass
@@ -84,7 +104,10 @@ class Loaded(Generic[F]):
     header (where to reach the store). `outputs` are extra JSON documents the runner writes next
     to the findings (file name -> JSON value). `notes` are printed after the summary. `partial`
     names the checks whose results are incomplete because the read was (check name -> why): the
-    runner says so on stderr and in the manifest. `close` releases what the frames hold.
+    runner says so on stderr and in the manifest. `not_run` names the checks the read showed
+    cannot run (check name -> what is missing and which input would give it; the checks whose
+    `Check.needs` are not met are added by the runner): they are not run, and said so on stderr,
+    in the manifest and in the report. `close` releases what the frames hold.
     """
 
     frames: F
@@ -96,6 +119,7 @@ class Loaded(Generic[F]):
     outputs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     partial: dict[str, str] = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
 
 
@@ -151,6 +175,22 @@ class AuditArgs:
     reveal_addresses: bool
     subjects: frozenset[str] = frozenset()
     subject_key: bytes = b""
+
+
+CHECKOUT_SAMPLES = Path(__file__).resolve().parents[1] / "datasets"
+
+
+def refuse_checkout_sample(system: str, given: Path | str, lost: str) -> None:
+    """Refuse, in one line saying how to get it right, a path into the bundled sample of
+    `system` as the checkout keeps it, when git loses what its checks read (`lost`: file modes,
+    modification times): ``mqforensics sample SYSTEM`` writes a copy with them put back."""
+    sample = CHECKOUT_SAMPLES / system / "sample"
+    path = Path(given).resolve()
+    if path == sample or sample in path.parents:
+        raise InputError(
+            f"{given}: the bundled {system} sample as git keeps it, without {lost}: "
+            f"`mqforensics sample {system} --out DIR` writes a copy to audit and prints its command"
+        )
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,17 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from mqforensics import credentials
-from mqforensics.cli import arguments, audit, demo, plan, prepare_spark, purge, review, services
+from mqforensics.cli import (
+    arguments,
+    audit,
+    demo,
+    plan,
+    prepare_spark,
+    purge,
+    review,
+    sample,
+    services,
+)
 from mqforensics.credentials import HIDDEN, mask_secrets
 from mqforensics.errors import ConfigError, MqfError, explain
 from mqforensics.privacy import pseudonymize_text
@@ -56,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.add_parser(commands)
+    sample.add_parser(commands)
     audit.add_audit_parser(commands)
     audit.add_validate_parser(commands)
     plan.add_plan_parser(commands)

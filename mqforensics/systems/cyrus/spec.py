@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.spec import SUBJECTS_SEARCHED, Check, Loaded, Needs, RuleKind, System, deferred
 from mqforensics.systems.cyrus import plan, pseudonyms, sample, views
 from mqforensics.systems.cyrus.options import CyrusOptions, PurgeOptions
 
@@ -29,8 +29,10 @@ CHECKS_MODULE = "mqforensics.systems.cyrus.checks"
 READ_MODULE = "mqforensics.systems.cyrus.read"
 
 
-def _check(name: str, severity: str, what: str, why: str, todo: str) -> Check:
-    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo)
+def _check(
+    name: str, severity: str, what: str, why: str, todo: str, needs: Needs | None = None
+) -> Check:
+    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo, needs)
 
 
 CHECKS: tuple[Check, ...] = (
@@ -112,6 +114,7 @@ CHECKS: tuple[Check, ...] = (
         "The grant gives nobody access: the owner believes the mailbox is shared, and its RACL "
         "key is never looked up.",
         "Grant the rights again to the bare userid, and remove the written form.",
+        Needs("no default domain", ("default_domain",)),
     ),
     _check(
         "cross_domain_share",
@@ -137,6 +140,7 @@ CHECKS: tuple[Check, ...] = (
         "access to the person's mailboxes.",
         "Plan the erasure: an erase_subject rule becomes DELETEACLs over IMAP (the owner's own "
         "rights, admins' and tombstones' are deferred).",
+        SUBJECTS_SEARCHED,
     ),
 )
 

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from mqforensics.sources.blobstore import S3Endpoint
 
 
+# The checks that need the broker's messages, not only its queues' counts.
+MESSAGE_CHECKS = ("broker_missing_mail", "broker_orphan_message")
+
+
 def load(spark: SparkSession, options: JamesOptions, common: AuditArgs) -> Loaded[JamesState]:
     """The state the options name, kept for the checks (`JamesState.persist`)."""
     state = read_state(spark, options, as_of=common.as_of)
@@ -49,6 +53,10 @@ def load(spark: SparkSession, options: JamesOptions, common: AuditArgs) -> Loade
                 why = unread_text(unread, state)
                 state.notes.append(why)
                 partial = {check: why for check in ROW_CHECKS}
+        not_run: dict[str, str] = {}
+        if options.broker_export is not None and state.broker_messages is None:
+            why = f"{options.broker_export} holds no queue's messages (docs/james.md, The broker)"
+            not_run = {check: why for check in MESSAGE_CHECKS}
         live_notes = list(state.notes) if options.cassandra or options.rabbitmq else []
         if live_notes:  # how the live read went: the slice grids an enumeration walked
             inputs[0]["notes"] = live_notes
@@ -64,6 +72,7 @@ def load(spark: SparkSession, options: JamesOptions, common: AuditArgs) -> Loade
         plan_inputs=plan_inputs(options, state),
         notes=live_notes,
         partial=partial,
+        not_run=not_run,
         close=state.unpersist,
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.spec import SUBJECTS_SEARCHED, Check, Loaded, Needs, RuleKind, System, deferred
 from mqforensics.systems.james import sample, views
 from mqforensics.systems.james.options import JamesOptions, PurgeOptions
 
@@ -28,8 +28,18 @@ CHECKS_MODULE = "mqforensics.systems.james.checks"
 READ_MODULE = "mqforensics.systems.james.read"
 
 
-def _check(name: str, severity: str, what: str, why: str, todo: str) -> Check:
-    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo)
+# What the blob and broker checks need beyond the view.
+BLOB_LISTING = Needs(
+    "no listing of the blob bucket", ("blobs", "blob_inventory", "blob_dir", "blob_listing")
+)
+BROKER = Needs("no RabbitMQ", ("rabbitmq", "broker_export"))
+BROKER_MESSAGES = Needs("no export of RabbitMQ's messages", ("broker_export",))
+
+
+def _check(
+    name: str, severity: str, what: str, why: str, todo: str, needs: Needs | None = None
+) -> Check:
+    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo, needs)
 
 
 CHECKS = (
@@ -78,6 +88,7 @@ CHECKS = (
         "When the queue is the bucket's only referrer (--references-complete) and the id is "
         "a passthrough one, plan its deletion with an orphaned_blobs rule; never delete a "
         "deduplicated blob (mailboxes may share it).",
+        BLOB_LISTING,
     ),
     _check(
         "consumed_blob",
@@ -88,6 +99,7 @@ CHECKS = (
         "data kept past its use.",
         "Plan its deletion with a consumed_mail (or erase_subject) rule; the purger re-checks "
         "that no live mail references it.",
+        BLOB_LISTING,
     ),
     _check(
         "dangling_blob_ref",
@@ -97,6 +109,7 @@ CHECKS = (
         "dead-lettered, its content lost.",
         "Restore the blob from a backup if there is one; otherwise delete the mail through "
         "James and tell its sender.",
+        BLOB_LISTING,
     ),
     _check(
         "bucket_mismatch",
@@ -144,6 +157,7 @@ CHECKS = (
         "counts it, and it pins browseStart.",
         "Republish it: detail.republish is the one WebAdmin call (RepublishNotProcessedMails, "
         "exact olderThan) for its queue's missing mails; `plan` lists it.",
+        BROKER_MESSAGES,
     ),
     _check(
         "broker_orphan_message",
@@ -154,6 +168,7 @@ CHECKS = (
         "browse, count or delete; an unreadable one is dead-lettered.",
         "Nothing through James removes it: a consumed one goes when consumed; look for the "
         "writer of an absent or unreadable one.",
+        BROKER_MESSAGES,
     ),
     _check(
         "dead_lettered_mail",
@@ -164,6 +179,7 @@ CHECKS = (
         "is never delivered, and James's dead-letter health check stays degraded.",
         "Blobs present and the view row live: republish (RepublishNotProcessedMails). Blobs "
         "missing: delete it through James (detail.delete) and tell its sender.",
+        BROKER,
     ),
     _check(
         "queue_without_consumer",
@@ -172,6 +188,7 @@ CHECKS = (
         "Nothing delivers its mail: it piles up (James's MailQueueConsumers health check).",
         "Restart the James nodes' mail queue consumers (a James restart); look for channel "
         "closures (consumer timeout) in the broker's log.",
+        BROKER,
     ),
     _check(
         "broker_count_mismatch",
@@ -182,6 +199,7 @@ CHECKS = (
         "messages whose view rows are consumed or gone.",
         "Export the queues' messages from a copy of the broker (--broker-export) to know "
         "which mails; RepublishNotProcessedMails republishes the lost ones.",
+        BROKER,
     ),
     _check(
         "personal_data",
@@ -191,6 +209,7 @@ CHECKS = (
         "An erasure request covers it: the row's addresses and headers, and its content, must go.",
         "Plan the erasure (`plan` with the policy): consumed rows before browseStart are "
         "deleted, live mail is deleted through James.",
+        SUBJECTS_SEARCHED,
     ),
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.spec import SUBJECTS_SEARCHED, Check, Loaded, Needs, RuleKind, System, deferred
 from mqforensics.systems.logqueue import plan, sample, views
 from mqforensics.systems.logqueue.options import LogQueueOptions
 
@@ -26,8 +26,10 @@ CHECKS_MODULE = "mqforensics.systems.logqueue.checks"
 READ_MODULE = "mqforensics.systems.logqueue.read"
 
 
-def _check(name: str, severity: str, what: str, why: str, todo: str) -> Check:
-    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo)
+def _check(
+    name: str, severity: str, what: str, why: str, todo: str, needs: Needs | None = None
+) -> Check:
+    return Check(name, severity, deferred(CHECKS_MODULE, name), what, why, todo, needs)
 
 
 CHECKS = (
@@ -127,6 +129,7 @@ CHECKS = (
         "restart reads it.",
         "Plan the erasure: segments below the saved suffix are deleted, the others deferred "
         "until the queue is done with them.",
+        SUBJECTS_SEARCHED,
     ),
 )
 

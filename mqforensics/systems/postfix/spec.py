@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.spec import SUBJECTS_SEARCHED, Check, Loaded, RuleKind, System, deferred
 from mqforensics.systems.postfix import plan, sample, views
 from mqforensics.systems.postfix.options import PostfixOptions, PurgeOptions
 
@@ -110,6 +110,7 @@ CHECKS = (
         "data subject searched for (--erasure-policy); subjects as keyed hashes only.",
         "An erasure request covers it.",
         "Plan the erasure (erase_subject): `plan --findings` with the same policy.",
+        needs=SUBJECTS_SEARCHED,
     ),
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from mqforensics.spec import Check, Loaded, RuleKind, System, deferred
+from mqforensics.spec import SUBJECTS_SEARCHED, Check, Loaded, Needs, RuleKind, System, deferred
 from mqforensics.systems.slimta import plan, sample
 from mqforensics.systems.slimta.options import PurgeOptions, SlimtaOptions
 
@@ -45,6 +45,7 @@ CHECKS = (
         "write, which slimta never unlinks.",
         "It may hold a whole envelope (detail.holds): personal data nobody will ever deliver.",
         "Plan its removal (queue_leftovers); give --tmp-dir so that it is checked at all.",
+        needs=Needs("no DiskStorage tmp_dir", ("tmp_dir",)),
     ),
     Check(
         "corrupt_meta",
@@ -107,6 +108,7 @@ CHECKS = (
         "does not decode is an error.",
         "slimta pops it and fails; an undecodable one stops its wait loop.",
         "Plan its removal (queue_leftovers); SQS messages are deleted with the SQS API.",
+        needs=Needs("no queue list", ("redis", "sqs_export")),
     ),
     Check(
         "queue_list_blocks_load",
@@ -116,6 +118,7 @@ CHECKS = (
         "slimta 5.0.5's restart reads the list as a message hash and fails (WRONGTYPE): it "
         "loads nothing while the list holds entries.",
         "Let the running queue drain it before a restart, or restart with a fixed slimta.",
+        needs=Needs("no RedisStorage", ("redis",)),
     ),
     Check(
         "personal_data",
@@ -125,6 +128,7 @@ CHECKS = (
         "subject searched for (--erasure-policy); subjects as keyed hashes only.",
         "An erasure request covers it.",
         "Plan the erasure (erase_subject): `plan --findings` with the same policy.",
+        needs=SUBJECTS_SEARCHED,
     ),
 )
 
