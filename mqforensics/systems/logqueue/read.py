@@ -8,6 +8,7 @@ directory without any segment file is noted; nothing read at all is nothing to a
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.options import LogQueueOptions, Settings
-from mqforensics.units import utc_now
+from mqforensics.units import plural, utc_now, utc_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,14 +66,37 @@ def load(spark: SparkSession, options: LogQueueOptions, common: AuditArgs) -> Lo
                 "fingerprint": fingerprint(directory, mine),
             }
         )
+    as_of = common.as_of or utc_now()
+    later = dated_after(state, as_of)
+    if later is not None:
+        notes.append(later)
     return Loaded(
         frames=state,
         source=f"log queue(s) {', '.join(state.dirs)}",
-        as_of=common.as_of or utc_now(),
+        as_of=as_of,
         objects=len(files) + sum(r["records"] for r in files),
         inputs=inputs,
         plan_inputs={"queues": list(state.dirs)},
         notes=notes,
+    )
+
+
+def dated_after(state: LogQueueState, as_of: dt.datetime) -> str | None:
+    """What to say when records are dated after the instant the queues are judged at (a copy
+    judged at now, long after it was taken, is not; a future date is): their count and the
+    newest, or None."""
+    from pyspark.sql import functions as F
+
+    cutoff = int(as_of.timestamp() * 1_000_000)
+    later = state.records.where(F.col("time_us") > cutoff)
+    count, newest = later.agg(F.count("*"), F.max("time_us")).first() or (0, None)
+    if not count:
+        return None
+    newest_at = dt.datetime.fromtimestamp(newest / 1_000_000, dt.UTC)
+    return (
+        f"{plural(count, 'record')} dated after the instant judged at ({utc_text(as_of)}), the "
+        f"newest {utc_text(newest_at)}: none of them is judged stuck or old; give --as-of the "
+        f"instant the queues were copied"
     )
 
 

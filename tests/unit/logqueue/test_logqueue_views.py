@@ -76,3 +76,22 @@ def test_garbage_timeline_explorer_follows_the_queue(state) -> None:
     assert views.GarbageTimelineExplorer is type(explorer)  # built once
     with pytest.raises(AttributeError):
         views.NoSuchExplorer  # noqa: B018
+
+
+def test_records_dated_after_the_judged_instant_are_said_with_the_option_that_fixes_it(state):
+    """The sample's records are dated in 2027: judged at a 2026 instant, the audit says how many,
+    the newest, and --as-of; at the sample's own instant it says nothing."""
+    from mqforensics.systems.logqueue.read import dated_after
+
+    times = [r.time_us for r in state.records.select("time_us").collect() if r.time_us]
+    before = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
+    newest = dt.datetime.fromtimestamp(max(times) / 1_000_000, dt.UTC)
+    later = sum(1 for t in times if t > before.timestamp() * 1_000_000)
+    assert later == len(times) > 0
+    assert dated_after(state, before) == (
+        f"{later:,} records dated after the instant judged at (2026-11-28T00:00:00Z), the newest "
+        f"{newest:%Y-%m-%dT%H:%M:%SZ}: none of them is judged stuck or old; give --as-of the "
+        "instant the queues were copied"
+    )
+    sample_as_of = json.loads((SAMPLE / "sample.json").read_text())["as_of"]
+    assert dated_after(state, dt.datetime.fromisoformat(sample_as_of)) is None
