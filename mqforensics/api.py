@@ -37,6 +37,7 @@ from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError
 from mqforensics.options import (
     Options,
+    command_text,
     describe,
     fields_of,
     from_keywords,
@@ -118,6 +119,17 @@ def session(app_name: str = "mqforensics") -> SparkSession:
     from mqforensics.spark import session as spark_session
 
     return spark_session(app_name, data_sources=systems.data_sources())
+
+
+def started_session(app_name: str) -> SparkSession:
+    """`session`, said as the step ``starting Spark`` of the progress shown (whose display then
+    follows its jobs): what a command that starts Spark calls, after its checks."""
+    from mqforensics.views.progress import attach, step
+
+    step("starting Spark")
+    spark = session(app_name)
+    attach(spark)
+    return spark
 
 
 # --- options -----------------------------------------------------------------------------------
@@ -390,8 +402,9 @@ def run_audit(
     from mqforensics.views.progress import spark_progress
 
     runner.check_before_spark(options, common)
-    spark = spark or session(f"mqforensics-audit-{spec.name}")
-    with spark_progress(spark, f"audit {spec.name}"):
+    about = f"auditing {spec.name} {command_text(options)}; findings into {common.out}"
+    with spark_progress(spark, f"audit {spec.name}", about=f"mqforensics: {about}"):
+        spark = spark or started_session(f"mqforensics-audit-{spec.name}")
         result = runner.audit(spark, spec, options, common)
     loaded = result.loaded
     return Audit(
@@ -507,15 +520,18 @@ def run_validate(
 ) -> QualityReport:
     """`validate` of typed options (what the command line calls)."""
     from mqforensics.quality import report_to_json
-    from mqforensics.views.progress import spark_progress
+    from mqforensics.views.progress import spark_progress, step
 
     if out is not None:
         runner.check_out(out)
     if erasure_policy is not None:
         systems.load_policy(erasure_policy)
     runner.check_before_spark(options)
-    spark = spark or session(f"mqforensics-validate-{spec.name}")
-    with spark_progress(spark, f"validate {spec.name}"):
+    about = f"validating {spec.name} {command_text(options)}"
+    about += f"; quality.json into {out}" if out is not None else ""
+    with spark_progress(spark, f"validate {spec.name}", about=f"mqforensics: {about}"):
+        spark = spark or started_session(f"mqforensics-validate-{spec.name}")
+        step("reading the store and running the expectation suites")
         report = runner.validate(
             spark, spec, options, as_of=as_of, reveal_addresses=reveal_addresses
         )
@@ -634,8 +650,18 @@ def plan(
     the retention `policy` (.toml, .yaml), written to `out` (which must not exist, or be empty).
     Nothing is deleted: every action cites the findings that justify it. An audit older than
     `max_audit_age` (default 1d) is refused."""
+    from mqforensics.options import checked_value, parse_text
+
     directory = findings.out if isinstance(findings, Audit) else Path(findings)
-    age = parse_duration(max_audit_age) if isinstance(max_audit_age, str) else max_audit_age
+    try:
+        if isinstance(max_audit_age, str):
+            age = parse_text(parse_duration, max_audit_age)
+        else:
+            age = checked_value(max_audit_age)
+    except ConfigError as exc:
+        raise ConfigError(f"max_audit_age= {exc.message}") from None
+    if tombstone_budget is not None and tombstone_budget < 0:
+        raise ConfigError(f"tombstone_budget= {tombstone_budget!r} is not an integer >= 0")
     policy_file = planning.policy_of(Path(policy) if policy else None, tombstone_budget)
     target = planning.check_plan_out(Path(out) if out else None)
     written, parts = planning.plan_from_audit(directory, policy_file, target, max_age=age)
@@ -658,6 +684,7 @@ def audit_and_plan(
     command. Keywords: as `audit` (``as_of``, ``reveal_addresses`` and the source options)."""
     spec = systems.get(system)
     policy_file = planning.policy_of(Path(policy) if policy else None, tombstone_budget)
+    planning.check_policy_applies(policy_file, spec)  # before the audit: Spark is not started
     target = planning.check_plan_out(Path(out) if out else None)
     audit_dir = (
         Path(audit_out) if audit_out is not None else target.with_name(target.name + ".audit")

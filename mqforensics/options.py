@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from mqforensics.credentials import Login, carries_credentials, instead_text, mask_secrets, shown
 from mqforensics.errors import ConfigError
-from mqforensics.units import duration_text, utc_text
+from mqforensics.units import checked_duration, checked_instant, duration_text, utc_text
 
 _META = "mqforensics.option"
 
@@ -196,16 +196,55 @@ def refuse_credentials(item: OptionField, value: Any, *, shown_as: str | None = 
             )
 
 
+def checked_value(value: Any, text: str | None = None) -> Any:
+    """`value` when every check can compute with it: an instant in range
+    (`units.checked_instant`), a duration from 0 to `units.MAX_DURATION`
+    (`units.checked_duration`); a ConfigError quoting `text` (what was given) otherwise."""
+    if isinstance(value, dt.datetime):
+        return checked_instant(value, text)
+    if isinstance(value, dt.timedelta):
+        return checked_duration(value)
+    return value
+
+
+def parse_text(parse: Callable[[str], Any], text: str) -> Any:
+    """`text` parsed by `parse` and checked (`checked_value`); errors say what is wrong with the
+    value, the caller names the option."""
+    return checked_value(parse(text), text)
+
+
+def named(flag: str, message: str) -> str:
+    """`message` naming the option `flag`: ``--retention: duration '-7d' is negative ...``
+    (as it is when the parser named it already, ``--retry-maximum 'x' is not a count``)."""
+    if message.startswith((f"{flag} ", f"{flag}:")):
+        return message
+    return f"{flag}: {message}"
+
+
+def flag_parser(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A command-line converter of `flag`'s text: `parse_text`, its ConfigError naming `flag`
+    (`named`); what argparse's ``type=`` gets, so that every option's parse error names it."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse_text(parse, text)
+        except ConfigError as exc:
+            raise ConfigError(named(flag, exc.message)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")  # argparse's "invalid NAME value"
+    return convert
+
+
 def _coerce_one(item: OptionField, value: Any, where: str) -> Any:
     if isinstance(value, str) and item.given.parse is not None:
-        return item.given.parse(value)
+        return parse_text(item.given.parse, value)
     if isinstance(value, PurePath) and item.given.parse is Path:
         return Path(value)
     if item.given.choices and value not in item.given.choices:
         raise ConfigError(
             f"{where} {value!r}: not one of {', '.join(map(str, item.given.choices))}"
         )
-    return value
+    return checked_value(value)
 
 
 def coerce(item: OptionField, value: Any, where: str | None = None) -> Any:
@@ -229,6 +268,9 @@ def from_keywords(
 ) -> OptionsT:
     """An options object of `cls` from Python keywords: unknown names refused by name, text
     parsed as the command line parses it, credentials refused, required ones demanded."""
+    # A value's error names the keyword (``retention= duration '-7d' is negative ...``), after
+    # `what` when the caller said what takes it.
+    prefix = f"{what}: " if what else ""
     what = what or cls.__name__
     declared = {item.name: item for item in fields_of(cls)}
     for name in keywords:
@@ -244,7 +286,7 @@ def from_keywords(
         try:
             values[name] = coerce(item, keywords[name])
         except ConfigError as exc:
-            raise ConfigError(f"{what}: {name}= {exc.message}") from None
+            raise ConfigError(f"{prefix}{name}= {exc.message}") from None
         if item.required and values[name] in (None, []):
             raise ConfigError(f"{what} needs {name}= ({item.given.help})")
     return cls(**values)
@@ -341,6 +383,35 @@ def as_json(options: Options | Mapping[str, Any]) -> dict[str, Any]:
 def values(options: Options) -> dict[str, Any]:
     """The options' values by name."""
     return {item.name: getattr(options, item.name) for item in fields_of(options)}
+
+
+def _token(value: Any) -> str:
+    import shlex
+
+    text = _json_value(value)
+    return shlex.quote(text if isinstance(text, str) else str(text))
+
+
+def command_text(options: Options) -> str:
+    """The options given (those not at their default), as a command line writes them: the
+    positional values, then ``--flag VALUE`` (masked; what a command says it is about to read,
+    before Spark starts)."""
+    words: list[str] = []
+    flagged: list[str] = []
+    for item in fields_of(options):
+        value = getattr(options, item.name)
+        if value in (None, "", [], False) or (not item.required and value == item.default):
+            continue
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        if item.given.positional:
+            words.extend(_token(one) for one in items)
+        elif item.switch:
+            flagged.append(item.flag)
+        elif item.given.many:
+            flagged.append(" ".join([item.flag, *(_token(one) for one in items)]))
+        else:
+            flagged.extend(f"{item.flag} {_token(one)}" for one in items)
+    return " ".join(words + flagged)
 
 
 def describe(cls: type[Options]) -> str:

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from mqforensics import subjects, systems
 from mqforensics.errors import ConfigError
 from mqforensics.findings import read_findings
-from mqforensics.runner import read_manifest
+from mqforensics.runner import check_out, read_manifest
 from mqforensics.units import duration_text, parse_instant, utc_text
 
 if TYPE_CHECKING:
     from mqforensics.retention.manifest import Plan
     from mqforensics.retention.policy import Policy
-    from mqforensics.spec import PlanParts
+    from mqforensics.spec import PlanParts, System
 
 DEFAULT_MAX_AUDIT_AGE = dt.timedelta(days=1)
 
@@ -43,13 +43,34 @@ def policy_of(path: Path | None, tombstone_budget: int | None = None) -> Policy:
 
 
 def check_plan_out(out: Path | None) -> Path:
+    """`out`, a plan directory that does not exist (or is empty) and can be written; a
+    ConfigError naming it otherwise (a read-only file system too), before anything is read."""
     if out is None:
         raise ConfigError("--out PLAN_DIR is required (out= in Python)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
             f"plan {out} already exists and is not empty: choose another --out, or remove it"
         )
+    check_out(out)
     return out
+
+
+def check_policy_applies(policy: Policy, spec: System) -> None:
+    """A ConfigError when no rule of `policy` is one `spec`'s planner acts on (a rule of one of
+    its kinds, or ``erase_subject``, not restricted to other systems): its plan would be empty
+    whatever the findings, which is a wrong policy, not a clean store."""
+    from mqforensics.retention.policy import ERASE_SUBJECT
+
+    kinds = [kind.name for kind in spec.rule_kinds] + [ERASE_SUBJECT]
+    if any(r.kind in kinds and r.applies_to_system(spec.name) for r in policy.rules):
+        return
+    theirs = sorted({f"{r.kind} ({', '.join(r.systems)})" if r.systems else r.kind
+                     for r in policy.rules})  # fmt: skip
+    raise ConfigError(
+        f"policy {policy.path}: no rule applies to {spec.name} (the audit's system): "
+        f"{spec.name} plans rules of kind {', '.join(kinds)}; the policy's rules are "
+        f"{', '.join(theirs) or 'none'}"
+    )
 
 
 def check_fresh(manifest: dict[str, Any], where: Path, max_age: dt.timedelta) -> None:
@@ -75,6 +96,7 @@ def plan_from_audit(
     manifest = read_manifest(directory)
     check_fresh(manifest, directory, max_age)
     spec = systems.get(manifest["system"])
+    check_policy_applies(policy, spec)
     findings = read_findings(directory, raw=True)
     keyed = subjects.keyed_policy(policy, subjects.read_key(directory))
     searched = set(manifest.get("subjects_searched") or ())

@@ -164,9 +164,14 @@ def findings_frame(
     """Every check of the system that can run on the loaded frames (not in ``loaded.not_run``),
     as one findings frame."""
     from mqforensics.findings import union_all
+    from mqforensics.views.progress import step
 
     checks = checks_to_run(spec, loaded.not_run)
-    return union_all(spark, [check.run(loaded.frames, settings) for check in checks])
+    frames = []
+    for number, check in enumerate(checks, 1):
+        step(f"running check {number} of {len(checks)}: {check.name}", (number, len(checks)))
+        frames.append(check.run(loaded.frames, settings))
+    return union_all(spark, frames)
 
 
 def audit(
@@ -226,9 +231,9 @@ def _audit(
     try:
         step("preparing the checks")
         settings = spec.settings(options, resolved, loaded)
-        step(f"running {len(spec.checks) - len(loaded.not_run)} of {len(spec.checks)} checks")
-        frame = findings_frame(spark, spec, loaded, settings)
+        frame = findings_frame(spark, spec, loaded, settings)  # step: running check N of M
         out = common.out
+        step("computing and writing the findings")
         rows = write_findings(frame, out, None if common.reveal_addresses else hider(spec))
         step("writing the manifest")
         for name, document in loaded.outputs.items():

@@ -8,8 +8,8 @@ option value holding a credential is refused by the parser itself, before any co
 A failing command prints one line on stderr, ``mqforensics: error: Kind: message`` (a usage
 error too, as a ConfigError), with mail addresses pseudonymised unless ``--reveal-addresses``
 (docs/errors.md); Spark's own output goes to its log file (`spark.log_file`), which ``--debug``
-names and keeps (it is removed after a command that did not fail, unless ``MQF_SPARK_LOG``
-chose it).
+names and keeps (without it, the log is removed when the command ends, failed or not, unless
+``MQF_SPARK_LOG`` chose it).
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quiet", action="store_true",
-        help="no progress on stderr (shown on a terminal otherwise: the step and Spark's tasks)",
+        help="no progress on stderr (shown on a terminal otherwise: what is read and written, "
+        "then each step as it begins)",
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.add_parser(commands)
@@ -115,23 +116,26 @@ def _main(argv: Sequence[str] | None) -> int:
     except MqfError as exc:  # from an option's type converter (a bad --as-of), or a credential
         _error(explain(exc) or str(exc))
         return exc.exit_code
+    failure: Exception | None = None
     try:
         with progress_off() if args.quiet else contextlib.nullcontext():
             status = int(args.run(args))
     except KeyboardInterrupt:
         print("mqforensics: interrupted", file=sys.stderr)
-        return 130
+        status = 130
     except Exception as exc:
+        failure, status = exc, exc.exit_code if isinstance(exc, MqfError) else 2
         if args.debug:
             # The traceback is printed here, masked, not by the interpreter after main returns.
             print(mask_secrets("".join(traceback.format_exception(exc))), file=sys.stderr)
-            _name_spark_log()
-        _error(one_line(exc), reveal_addresses=bool(getattr(args, "reveal_addresses", False)))
-        return exc.exit_code if isinstance(exc, MqfError) else 2
+    # Spark's log is kept (and named) with --debug only: whether the command failed or not,
+    # nothing of it is left in the temp directory otherwise (docs/errors.md).
     if args.debug:
         _name_spark_log()
     else:
         _discard_spark_log()
+    if failure is not None:
+        _error(one_line(failure), reveal_addresses=bool(getattr(args, "reveal_addresses", False)))
     return status
 
 
@@ -155,13 +159,17 @@ def one_line(exc: BaseException) -> str:
     message = explain(exc)
     if message is not None:
         return message
+    if isinstance(exc, OSError) and exc.filename is not None:
+        # Writing an output (a full disk, a read-only file system): the path and the reason.
+        where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 is not None else "")
+        return f"{type(exc).__name__}: {where}: {exc.strerror or exc}"
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first[:300]} (run with --debug for details)"
 
 
 def _discard_spark_log() -> None:
-    """After a command that did not fail: its Spark log (if it started Spark) is not kept."""
+    """Without ``--debug``: the command's Spark log (if it started Spark) is not kept."""
     spark = sys.modules.get("mqforensics.spark")
     if spark is not None:
         spark.discard_log()

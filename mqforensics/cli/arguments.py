@@ -2,9 +2,10 @@
 the parser that refuses a credential written on the command line.
 
 Every field of an options class (`mqforensics.options`) becomes one option, ``--name-with-dashes``
-unless the field names its flag, with its help, its parser as the type, a repeatable flag for a
-list, a switch for a bool; `options_from` builds the typed object back from the parsed
-arguments, so the command line and the Python API hold the same values.
+unless the field names its flag, with its help, its parser as the type (whose errors name the
+option, `options.flag_parser`), a repeatable flag for a list, a switch for a bool;
+`options_from` builds the typed object back from the parsed arguments, so the command line and
+the Python API hold the same values.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mqforensics.credentials import (
     shown,
 )
 from mqforensics.errors import ConfigError
-from mqforensics.options import Options, OptionsT, fields_of
+from mqforensics.options import Options, OptionsT, fields_of, flag_parser
 
 
 def add_options(
@@ -79,7 +80,9 @@ def add_options(
             if item.required and not suppress_defaults:
                 kwargs["required"] = True
         if given.parse is not None:
-            kwargs["type"] = given.parse
+            # Its errors name the option (``--retention: duration '-7d' is negative ...``).
+            kwargs["type"] = flag_parser(kwargs["metavar"] if given.positional else item.flag,
+                                         given.parse)  # fmt: skip
         if given.choices:
             kwargs["choices"] = list(given.choices)
         if suppress_defaults:

@@ -13,6 +13,7 @@ from typing import Any
 from mqforensics import api, planning, systems
 from mqforensics.cli.arguments import add_options, options_from
 from mqforensics.errors import ConfigError
+from mqforensics.options import flag_parser
 from mqforensics.spec import CommonOptions
 from mqforensics.units import counter, parse_duration
 
@@ -32,7 +33,8 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _add_plan_options(parser, default=None)
     parser.add_argument(
-        "--max-audit-age", type=parse_duration, default=planning.DEFAULT_MAX_AUDIT_AGE,
+        "--max-audit-age", type=flag_parser("--max-audit-age", parse_duration),
+        default=planning.DEFAULT_MAX_AUDIT_AGE,
         metavar="AGE",
         help="refuse findings older than this (default 1d): the store has moved on since",
     )  # fmt: skip

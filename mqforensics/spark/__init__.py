@@ -9,7 +9,8 @@ Spark's own output never reaches the terminal (docs/errors.md): the JVM this mod
 gets a log file as its stderr (the driver's log4j log, executor output, the Python workers'
 tracebacks all go there), and so does py4j's Python logger. The file is ``MQF_SPARK_LOG`` when
 set, else a new ``mqforensics-spark-*.log`` in the system temp directory (`log_file`), which
-the CLI removes after a command that did not fail (`discard_log`).
+the CLI removes when a command ends, failed or not, unless ``--debug`` asked to keep it
+(`discard_log`).
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ def log_file() -> Path | None:
 
 
 def discard_log() -> None:
-    """Remove this process's Spark log (a command that succeeded needs it no more), unless it
-    is the ``MQF_SPARK_LOG`` the user chose. The JVM may go on writing to it until it exits."""
+    """Remove this process's Spark log (a command run without ``--debug`` keeps nothing in the
+    temp directory, whether it failed or not), unless it is the ``MQF_SPARK_LOG`` the user
+    chose. The JVM may go on writing to it until it exits."""
     if _LOG_FILE is not None and not os.environ.get("MQF_SPARK_LOG"):
         _LOG_FILE.unlink(missing_ok=True)
 

@@ -35,8 +35,8 @@ Spark, the rest fail before it starts:
 - cyrus audit: a directory given as the database -> is a directory
 - cyrus audit: ``--version 9.9`` -> not a Cyrus version the checks know
 - cyrus audit (S): a ``cyr_dbtool show`` dump cut mid-line -> no final newline, its line
-- logqueue audit (S), with ``--debug``: an empty queue directory -> nothing to audit, then the
-  Spark log's path (`test_the_spark_log_goes_to_a_file_named_with_debug`)
+- logqueue audit: an empty queue directory -> nothing to audit, before Spark starts (the Spark
+  log a failed command names with ``--debug``: tests/integration/test_spark_log.py)
 - slimta audit: ``--redis redis://127.0.0.1:1`` (nothing listens) -> Redis unreachable
 - slimta audit: ``--disk`` given a file -> not a slimta queue directory
 - slimta audit: ``--disk`` a missing directory -> no such slimta queue directory
@@ -514,24 +514,3 @@ def test_a_broken_input_is_one_line_exit_2_and_nothing_written(case: str, tmp_pa
     assert done.stdout == ""
     assert not out.exists()
     assert tree_state(inputs) == before
-
-
-def test_the_spark_log_goes_to_a_file_named_with_debug(tmp_path: Path):
-    """logqueue audit (S): an empty queue directory is nothing to audit; with ``--debug`` the
-    traceback comes first, then where Spark's log went (a file in the temp directory, kept:
-    Spark's own output is there, not on the terminal), then the line."""
-    inputs, out, tmp = tmp_path / "inputs", tmp_path / "out", tmp_path / "tmp"
-    queue = inputs / "outbound"
-    queue.mkdir(parents=True)
-    tmp.mkdir()
-    done = run_cli(["--debug", "audit", "logqueue", str(queue), "--out", str(out)], tmp)
-    assert done.returncode == 2
-    *_, named, line = done.stderr.strip().splitlines()
-    assert line == (
-        f"mqforensics: error: InputError: nothing to audit: log queue(s) {queue.resolve()} "
-        "holds nothing logqueue keeps"
-    )
-    log = Path(named.removeprefix("mqforensics: Spark log: "))
-    assert log.parent == tmp and log.name.startswith("mqforensics-spark-") and log.is_file()
-    assert not [word for word in ("Py4J", " at org.") if word in done.stderr]
-    assert not out.exists()

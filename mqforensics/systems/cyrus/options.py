@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.credentials import Login
-from mqforensics.errors import ConfigError
+from mqforensics.errors import ConfigError, InputError
 from mqforensics.options import Options, option
 from mqforensics.spec import AuditArgs
 from mqforensics.systems.cyrus.database import SNIFF_BYTES, checked_paths, sniff
@@ -72,10 +72,16 @@ class CyrusOptions(Options):
 
     def check(self) -> None:
         """Every input is a readable file, named once, whose first bytes are a database's
-        magic or text (`database.sniff`)."""
-        for path in checked_paths(self.inputs):
+        magic or text (`database.sniff`); inputs that are all empty files (0 bytes: no
+        database, a dump of none) are nothing to audit, said before Spark starts."""
+        paths = checked_paths(self.inputs)
+        for path in paths:
             with open(path, "rb") as stream:
                 sniff(path, stream.read(SNIFF_BYTES))
+        if all(path.stat().st_size == 0 for path in paths):
+            # The words of the runner's own refusal (`runner.load`), which the read would give.
+            names = ", ".join(str(path.absolute()) for path in paths)
+            raise InputError(f"nothing to audit: {names} holds nothing cyrus keeps")
 
 
 @dataclass(frozen=True, kw_only=True)

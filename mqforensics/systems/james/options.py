@@ -225,7 +225,9 @@ class JamesOptions(Options):
                 raise InputError(
                     f"snapshot directory {self.snapshot} does not exist or is not a directory"
                 )
-            check_export(locate_tables(self.snapshot))
+            tables = locate_tables(self.snapshot)
+            check_export(tables)
+            _check_not_empty(self.snapshot, tables)
         else:
             from mqforensics.sources.cassandra_connection import CassandraEndpoint
             from mqforensics.sources.reachable import check_reachable
@@ -281,6 +283,22 @@ def rabbitmq_api(url: str) -> Any:
         username=os.environ.get("MQF_RABBITMQ_USERNAME") or None,
         password=os.environ.get("MQF_RABBITMQ_PASSWORD") or None,
     )
+
+
+def _check_not_empty(snapshot: Path, tables: dict[str, Any]) -> None:
+    """A Parquet snapshot whose view and queue starts hold no row is nothing to audit, said
+    before Spark starts from the footers alone (in the words of the runner's own refusal,
+    `runner.load`, which the read would give); other exports are counted when read."""
+    from mqforensics.sources.parquet_footer import row_count
+    from mqforensics.systems.james.schema import BROWSE_START_TABLE
+
+    enqueued, starts = tables.get("enqueued"), tables.get(BROWSE_START_TABLE)
+    if enqueued is None or starts is None or {enqueued.kind, starts.kind} != {"parquet"}:
+        return
+    if row_count(enqueued.path) == 0 and row_count(starts.path) == 0:
+        raise InputError(
+            f"nothing to audit: snapshot {snapshot} ({enqueued.table}) holds nothing james keeps"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

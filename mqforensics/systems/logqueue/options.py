@@ -57,7 +57,11 @@ class LogQueueOptions(Options):
     )  # fmt: skip
 
     def check(self) -> None:
-        """Every DIR exists, is a directory, can be listed, and is given once."""
+        """Every DIR exists, is a directory, can be listed, and is given once; directories
+        that hold no segment file at all are nothing to audit, said before Spark starts (one
+        without segments next to others is audited, with a note)."""
+        from mqforensics.systems.logqueue.layout import segments
+
         seen: set[Path] = set()
         for given in self.dirs:
             path = Path(given)
@@ -71,3 +75,10 @@ class LogQueueOptions(Options):
             if resolved in seen:
                 raise ConfigError(f"{resolved} is given twice")
             seen.add(resolved)
+        dirs = [Path(given).resolve() for given in self.dirs]
+        if dirs and not any(segments(path) for path in dirs):
+            # The words of the runner's own refusal (`runner.load`), which the read would give.
+            queues = ", ".join(map(str, dirs))
+            raise InputError(
+                f"nothing to audit: log queue(s) {queues} holds nothing logqueue keeps"
+            )

@@ -4,13 +4,16 @@ the settings every check receives; no Spark here (the spec imports this)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import shown
 from mqforensics.options import Options, option
+from mqforensics.spec import refuse_checkout_sample
 from mqforensics.systems.postfix.postconf import Lifetimes, lifetimes
-from mqforensics.systems.postfix.queue_dir import QueueDir
+from mqforensics.systems.postfix.queue_dir import LOG_QUEUES, MESSAGE_QUEUES, QueueDir
 from mqforensics.units import parse_duration, utc_now
 
 MAIN_CF = "main.cf"
@@ -101,8 +104,21 @@ class PostfixOptions(Options):
 
     def check(self) -> None:
         """The directories are queue directories, the config directory is one, the lifetimes
-        read."""
-        self.queue_dirs()
+        read; the bundled sample as git keeps it is refused (it has lost its modes and times);
+        queue directories without a single file are nothing to audit, said before Spark."""
+        dirs = self.queue_dirs()
+        for queue in dirs:
+            refuse_checkout_sample("postfix", queue.path, "its file modes and times")
+        if not any(_holds_a_file(queue.path) for queue in dirs):
+            # The words of the runner's own refusal (`runner.load`), which the read would give.
+            source = "; ".join(
+                f"postfix {shown(d.host)}: {shown(d.path)}" if d.host != d.path
+                else f"postfix {shown(d.path)}"
+                for d in dirs
+            )  # fmt: skip
+            raise InputError(
+                f"nothing to audit: {source} holds nothing postfix keeps (no file in any queue)"
+            )
         if self.config_dir is not None and not Path(self.config_dir).is_dir():
             raise InputError(f"--config-dir {self.config_dir}: no such directory")
         main_cf = self.main_cf_file()
@@ -112,6 +128,16 @@ class PostfixOptions(Options):
             if not main_cf.is_file():
                 raise InputError(f"{main_cf}: no such main.cf")
             lifetimes(main_cf)
+
+
+def _holds_a_file(root: str) -> bool:
+    """Whether any message or log queue of the queue directory `root` holds a file (at any
+    depth; the first one found ends the walk: a live queue may hold many)."""
+    for queue in (*MESSAGE_QUEUES, *LOG_QUEUES):
+        for _directory, _dirs, files in os.walk(os.path.join(root, queue)):
+            if files:
+                return True
+    return False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from mqforensics.credentials import AWS_LOGIN, Login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.options import Options, option
+from mqforensics.spec import refuse_checkout_sample
 from mqforensics.systems.slimta.redis_server import REDIS_LOGIN
 from mqforensics.systems.slimta.redis_store import DEFAULT_PREFIX
 from mqforensics.units import counter, parse_duration, utc_now
@@ -136,14 +137,31 @@ class SlimtaOptions(Options):
 
     def check(self) -> None:
         """Everything about the stores that can be checked before Spark starts: the directories
-        are directories, the options agree (`stores`), and the Redis server answers."""
+        are directories, the options agree (`stores`), a disk store read alone holds something
+        (a slimta file: an empty directory is nothing to audit), and the Redis server
+        answers."""
         from mqforensics.sources.reachable import check_reachable
 
         for flag, given in (("--disk", self.disk), ("--meta-dir", self.meta_dir),
                             ("--tmp-dir", self.tmp_dir)):  # fmt: skip
             if given is not None and Path(given).exists() and not Path(given).is_dir():
                 raise InputError(f"{flag} {given}: is a file: no such slimta queue directory")
+            if given is not None:
+                refuse_checkout_sample("slimta", given, "its files' modification times")
         stores = self.stores()
+        if stores.disk is not None and stores.redis is None and stores.s3 is None:
+            from mqforensics.systems.slimta.disk import list_store
+
+            listed = list_store(stores.disk)
+            if not (listed.env_ids or listed.meta_only_ids or listed.tmp_files):
+                # The words of the runner's own refusal (`runner.load`), which the read would
+                # give after Spark started; what it looked for, said.
+                looked = "no .env or .meta file" + (", no file in --tmp-dir" if stores.disk.tmp_dir
+                                                    else "")  # fmt: skip
+                raise InputError(
+                    f"nothing to audit: disk {stores.disk.env_dir} holds nothing slimta keeps "
+                    f"({looked})"
+                )
         if stores.redis is not None:
             server = stores.redis
             check_reachable([(server.host, server.port)], "Redis", where=server.where)
