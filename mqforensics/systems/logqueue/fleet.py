@@ -5,11 +5,11 @@ directory of the ``dirs`` option (a JSON list; ``restart.lq`` and the spool are 
 reading it with `segment.read_segment`, so a damaged file never fails the task:
 
 - ``logqueue_records`` (`read_records`): one row per whole, CRC-valid record, `RECORDS`:
-  ``queue`` is the directory (resolved, absolute), ``file`` the segment's file name,
-  ``segment``/``offset`` its position (the number in the file's name: the format's reading rule
-  3), ``values`` the decoded payload as a JSON object (lists for tuples),
-  ``message_id`` the UUID text (zeros for RESTART). A number that does not fit its column (a
-  ``u32`` reference above 2^31-1, a ``u64`` time above 2^63-1) is null.
+  ``queue`` is the directory (resolved, absolute, as escaped text: `names.shown`), ``file``
+  the segment's file name, ``segment``/``offset`` its position (the number in the file's
+  name: the format's reading rule 3), ``values`` the decoded payload as a JSON object (lists
+  for tuples), ``message_id`` the UUID text (zeros for RESTART). A number that does not fit
+  its column (a ``u32`` reference above 2^31-1, a ``u64`` time above 2^63-1) is null.
 - ``logqueue_segments`` (`read_segments`): one row per segment file, `SEGMENTS`: its size and
   SHA-256 (of the very bytes parsed: what a plan records and the purger checks again), the
   number of whole records, and its problems (`segment.Problem`). `read_problems` is those
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import fs_path, shown
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.segment import (
     SegmentFile,
@@ -60,7 +61,8 @@ _INT64 = (1 << 63) - 1
 
 @dataclass
 class SegmentPartition(InputPartition):
-    """One segment file of one queue directory, read whole by one Spark task."""
+    """One segment file of one queue directory, read whole by one Spark task: `queue` as
+    escaped text, `path` as the file system names it."""
 
     queue: str
     path: str
@@ -81,11 +83,11 @@ def parse_dirs(options: Any) -> list[str]:
 
 
 def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
-    """One partition per segment file, by directory and segment number."""
+    """One partition per segment file, by directory (escaped text) and segment number."""
     return [
         SegmentPartition(queue, str(path))
         for queue in dirs
-        for path in layout.segments(Path(queue)).values()
+        for path in layout.segments(Path(fs_path(queue))).values()
     ]
 
 
@@ -100,7 +102,7 @@ def read_file_digest(path: str) -> tuple[SegmentFile, str]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror or exc}") from None
+        raise InputError(f"{shown(path)}: {exc.strerror or exc}") from None
     return read_segment(data, name=path), hashlib.sha256(data).hexdigest()
 
 
@@ -201,7 +203,8 @@ SOURCES = (LogqueueRecordsSource, LogqueueSegmentsSource)
 
 
 def checked_dirs(dirs: Sequence[str | Path]) -> list[str]:
-    """`dirs` resolved, each a readable directory given once whose segment files are readable;
+    """`dirs` resolved, each a readable directory given once whose segment files are readable
+    (as the file system names them; every frame names a queue as its `names.shown` text);
     InputError (naming the path) or ConfigError if not."""
     if isinstance(dirs, str | Path):
         dirs = [dirs]
@@ -209,14 +212,14 @@ def checked_dirs(dirs: Sequence[str | Path]) -> list[str]:
     for given in dirs:
         path = Path(given).resolve()
         if not path.is_dir():
-            raise InputError(f"{path}: no such queue directory")
+            raise InputError(f"{shown(path)}: no such queue directory")
         if not os.access(path, os.R_OK | os.X_OK):
-            raise InputError(f"{path}: not readable")
+            raise InputError(f"{shown(path)}: not readable")
         for segment in layout.segments(path).values():
             if not os.access(segment, os.R_OK):
-                raise InputError(f"{segment}: not readable")
+                raise InputError(f"{shown(segment)}: not readable")
         if str(path) in out:
-            raise ConfigError(f"{path} is given twice")
+            raise ConfigError(f"{shown(path)} is given twice")
         out.append(str(path))
     if not out:
         raise ConfigError("no queue directory given")
@@ -230,7 +233,7 @@ def register(spark: SparkSession) -> None:
 
 
 def _load(spark: SparkSession, source: type[DataSource], dirs: Sequence[str | Path]) -> DataFrame:
-    options = {"dirs": json.dumps(checked_dirs(dirs))}
+    options = {"dirs": json.dumps([shown(d) for d in checked_dirs(dirs)])}
     register(spark)
     return spark.read.format(source.name()).options(**options).load()
 

@@ -24,6 +24,10 @@ Frames of `LogQueueState` (positions are segment/offset column pairs; a position
   in-flight START; ``first_enqueued_us`` the earliest ENVELOPE of the message in any segment
   present (garbage ones too: a retry's original envelope may be before the suffix); ``spool`` the
   envelope's spool name and ``spool_bytes`` its file's size (null: no such file).
+
+Every frame names its queue directory, and the spool frame and ``spool`` each spool file, as
+escaped text (`names.shown`, docs/names.md): a spool file whose name is not valid UTF-8 is
+listed like any other (no envelope can name it: its name is a string of the format).
 - ``queues`` (`QUEUES`): one row per directory: the saved suffix and where it came from, the
   garbage end, the end of the log, ``bytes_behind`` (segment bytes from the saved suffix to the
   garbage end), ``segments`` present with their sizes, ``missing_segments`` (ranges of numbers
@@ -56,6 +60,7 @@ from pyspark.sql.types import (
 )
 
 from mqforensics.errors import InputError
+from mqforensics.names import fs_path, shown
 from mqforensics.spark import computed
 from mqforensics.systems.logqueue import fleet, layout
 from mqforensics.systems.logqueue import format as fmt
@@ -182,7 +187,8 @@ def read_restart(directory: Path) -> tuple[Position | None, list[Problem]]:
 
 
 def list_spool(directory: Path) -> dict[str, int]:
-    """Spool file name → size, for the files of ``<dir>/spool`` (none when it is missing)."""
+    """Spool file name (as the file system gives it) → size, for the files of ``<dir>/spool``
+    (none when it is missing)."""
     spool = directory / layout.SPOOL_DIR
     if not spool.is_dir():
         return {}
@@ -248,7 +254,7 @@ def _message_row(
         "start_segment": start.segment if start else None,
         "start_offset": start.offset if start else None,
         "first_enqueued_us": first.get(mid),
-        "spool": envelope.values["spool"] if envelope else None,
+        "spool": shown(envelope.values["spool"]) if envelope else None,
     }
 
 
@@ -260,7 +266,7 @@ def queue_view(directory: Path, records: list[Record], files: dict[Position, str
     saved, restart_problems = read_restart(directory)
     suffix = saved or ((min(segments), fmt.SEGMENT_HEADER_SIZE) if segments else None)
     end_of_log = (max(segments), segments[max(segments)]) if segments else None
-    spool = list_spool(directory)
+    spool = {shown(name): size for name, size in list_spool(directory).items()}
     first: dict[uuid.UUID, int] = {}
     for r in records:
         if r.type == fmt.ENVELOPE and r.time_us is not None:
@@ -342,7 +348,7 @@ def replay_group(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
     records = [_record(r) for r in rows]
     files = {(r["segment"], r["offset"]): r["file"] for r in rows}
     try:
-        view = queue_view(Path(queue), records, files)
+        view = queue_view(Path(fs_path(queue)), records, files)
     except OSError as exc:
         raise InputError(f"{queue}: {exc.strerror or exc}") from None
     out: list[dict[str, Any]] = [{"queue": queue, "kind": "queue_row", "queue_row": view.queue}]
@@ -357,7 +363,8 @@ def replay_group(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
 
 @dataclass
 class LogQueueState:
-    """The frames of a set of queue directories (see the module docstring)."""
+    """The frames of a set of queue directories (see the module docstring); `dirs` as their
+    escaped text, as every frame's ``queue`` names them."""
 
     dirs: list[str]
     records: DataFrame
@@ -377,7 +384,8 @@ def read_state(spark: SparkSession, dirs: Sequence[str | Path]) -> LogQueueState
     checked = fleet.checked_dirs(dirs)
     records = fleet.read_records(spark, checked)
     segment_files = computed(fleet.read_segments(spark, checked))
-    placeholders = spark.createDataFrame([(d,) for d in checked], "queue string")
+    queues = [shown(d) for d in checked]
+    placeholders = spark.createDataFrame([(q,) for q in queues], "queue string")
     grouped = records.select(*INPUT_COLUMNS).unionByName(placeholders, allowMissingColumns=True)
     out = computed(grouped.groupBy("queue").applyInArrow(replay_group, OUTPUT))
 
@@ -385,7 +393,7 @@ def read_state(spark: SparkSession, dirs: Sequence[str | Path]) -> LogQueueState
         return out.where(F.col("kind") == column).select("queue", f"{column}.*")
 
     return LogQueueState(
-        checked,
+        queues,
         records,
         fleet.problems_of_segments(segment_files),
         part("message"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
+from mqforensics.names import shown
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue.segment import read_segment, segment_number_of
 
@@ -34,7 +35,7 @@ def encode_restart(
 def segments(directory: Path) -> dict[int, Path]:
     """Segment number → file, for every ``seg-<n>.lq`` in `directory`."""
     if not directory.is_dir():
-        raise InputError(f"{directory}: not a queue directory")
+        raise InputError(f"{shown(directory)}: not a queue directory")
     found = {}
     for path in directory.iterdir():
         number = segment_number_of(path.name)
@@ -55,7 +56,7 @@ def saved_positions(directory: Path) -> SavedPositions | None:
     restarts = [r for r in parsed.records if r.type == fmt.RESTART]
     if parsed.problems or len(restarts) != 1 or len(parsed.records) != 1:
         what = parsed.problems[0].kind if parsed.problems else f"{len(parsed.records)} records"
-        raise InputError(f"{path}: not one whole RESTART record ({what})")
+        raise InputError(f"{shown(path)}: not one whole RESTART record ({what})")
     values = restarts[0].values
     return SavedPositions(
         (values["suffix_segment"], values["suffix_offset"]),

@@ -4,7 +4,8 @@ At apply time the executor re-reads ``restart.lq`` and the file: the segment mus
 below the live saved suffix and have the planned size and SHA-256, else the action is skipped.
 Its census is whether every segment from the live saved suffix to the newest is present: a
 running queue appends, rotates and deletes its own garbage meanwhile, but a gap there would be
-a segment its restart needs.
+a segment its restart needs. A plan names each queue directory as escaped text (`names.shown`,
+docs/names.md): the files checked and deleted are those of exactly the bytes it stands for.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError
+from mqforensics.names import fs_path
 from mqforensics.purge.contract import Operations, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, mismatch, unlink_checked
 from mqforensics.retention.manifest import Action, Plan
@@ -42,7 +44,7 @@ class SegmentExecutor:
 
     @staticmethod
     def _path(action: Action) -> Path:
-        return Path(action.target["queue"]) / action.target["file"]
+        return Path(fs_path(action.target["queue"])) / fs_path(action.target["file"])
 
     @staticmethod
     def _planned(action: Action) -> PlannedFile:
@@ -86,7 +88,7 @@ class SegmentExecutor:
         """Per queue: segments missing between the live saved suffix and the newest segment."""
         out: dict[str, Any] = {}
         for queue in self._queues:
-            directory = Path(queue)
+            directory = Path(fs_path(queue))
             files = layout.segments(directory)
             saved = layout.saved_positions(directory)
             low = saved.suffix[0] if saved else min(files, default=1)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.names import fs_path, is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.options import LogQueueOptions, Settings
@@ -24,15 +26,16 @@ if TYPE_CHECKING:
     from mqforensics.systems.logqueue.frames import LogQueueState
 
 
-def fingerprint(directory: str, segments: list[Any]) -> str:
-    """SHA-256 of a queue directory as the audit read it: each segment's name, size and SHA-256,
-    ``restart.lq``'s bytes and the spool's names and sizes."""
+def fingerprint(directory: str, segments: list[Any], spool: dict[str, int] | None = None) -> str:
+    """SHA-256 of a queue directory (escaped text) as the audit read it: each segment's name,
+    size and SHA-256, ``restart.lq``'s bytes and the spool's names (their bytes) and sizes
+    (`spool`: `frames.list_spool` of it, listed when not given)."""
     from mqforensics.systems.logqueue.frames import list_spool
 
     digest = hashlib.sha256()
     for row in sorted(segments, key=lambda r: r["file"]):
         digest.update(f"segment {row['file']} {row['size']} {row['sha256']}\n".encode())
-    restart = Path(directory) / layout.RESTART_FILE
+    restart = Path(fs_path(directory)) / layout.RESTART_FILE
     try:
         data = restart.read_bytes()
         digest.update(f"restart {hashlib.sha256(data).hexdigest()}\n".encode())
@@ -40,32 +43,40 @@ def fingerprint(directory: str, segments: list[Any]) -> str:
         digest.update(b"restart none\n")
     except OSError as exc:
         digest.update(f"restart unreadable {exc.errno}\n".encode())
-    for name, size in list_spool(Path(directory)).items():
-        digest.update(f"spool {name} {size}\n".encode())
+    if spool is None:
+        spool = list_spool(Path(fs_path(directory)))
+    for name, size in spool.items():
+        digest.update(b"spool " + os.fsencode(name) + f" {size}\n".encode())
     return digest.hexdigest()
 
 
 def load(spark: SparkSession, options: LogQueueOptions, common: AuditArgs) -> Loaded[LogQueueState]:
     """Every directory read and replayed (`frames.read_state`); objects: segment files and
     their whole records (a directory without any segment holds nothing to audit)."""
-    from mqforensics.systems.logqueue.frames import read_state
+    from mqforensics.systems.logqueue.frames import list_spool, read_state
 
     state = read_state(spark, options.dirs)
     files = [r.asDict() for r in state.segment_files.drop("problems").collect()]
     inputs, notes = [], []
+    odd = [directory for directory in state.dirs if is_odd(unescaped(directory))]
     for directory in state.dirs:
         mine = [r for r in files if r["queue"] == directory]
         if not mine:
             notes.append(f"{directory} holds no segment file (seg-<n>.lq): nothing read there")
+        spool = list_spool(Path(fs_path(directory)))
+        odd += [f"{directory}/{layout.SPOOL_DIR}/{shown(name)}" for name in spool if is_odd(name)]
         inputs.append(
             {
                 "kind": "directory",
                 "location": directory,
                 "segments": len(mine),
                 "bytes": sum(r["size"] for r in mine),
-                "fingerprint": fingerprint(directory, mine),
+                "fingerprint": fingerprint(directory, mine, spool),
             }
         )
+    odd_note = odd_names_note(odd)
+    if odd_note is not None:
+        notes.append(odd_note)
     as_of = common.as_of or utc_now()
     later = dated_after(state, as_of)
     if later is not None:
@@ -90,7 +101,7 @@ def dated_after(state: LogQueueState, as_of: dt.datetime) -> str | None:
     cutoff = int(as_of.timestamp() * 1_000_000)
     later = state.records.where(F.col("time_us") > cutoff)
     count, newest = later.agg(F.count("*"), F.max("time_us")).first() or (0, None)
-    if not count:
+    if not count or newest is None:
         return None
     newest_at = dt.datetime.fromtimestamp(newest / 1_000_000, dt.UTC)
     return (

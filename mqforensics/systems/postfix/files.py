@@ -7,8 +7,9 @@ log: `logs.read_log`). The derived frames (`frames`) are projections of this one
 Columns (a `None` where a value does not apply or could not be read):
 
 - where: ``host`` and ``queue_dir`` (the `queue_dir.QueueDir`), ``queue``, ``path`` (absolute),
-  ``queue_id`` (the file name), ``id_kind`` (``short``, ``long``, ``not_an_id``), ``kind``
-  (``message`` or ``log``);
+  ``queue_id`` (the file name), each as escaped text (`names.shown`: a name that is not valid
+  UTF-8 keeps its bytes as ``\\xNN``, docs/names.md), ``id_kind`` (``short``, ``long``,
+  ``not_an_id``), ``kind`` (``message`` or ``log``);
 - the file: ``size``, ``mode`` (permission bits), ``ready`` (mode says complete), ``forced_expire``
   (group-execute bit), ``modified``, ``inode``, ``digest`` (sha256 hex), ``read_error`` (why it
   could not be read: then nothing below is set);
@@ -31,6 +32,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 
+from mqforensics.names import shown
 from mqforensics.systems.postfix import queue_dir as layout
 from mqforensics.systems.postfix.envelope import read_envelope
 from mqforensics.systems.postfix.logs import read_log
@@ -61,6 +63,9 @@ FILE_COLUMNS = (
 )  # fmt: skip
 
 _INT32 = (1 << 31) - 1
+# A file's mtime is its nanoseconds cut to microseconds, as the purger re-checks it
+# (`purge.file_drift`): the float ``st_mtime`` rounds, and would differ by one.
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _header(headers: Iterable[str], name: str) -> str | None:
@@ -112,8 +117,9 @@ _NOTHING_READ = (None,) * (len(FILE_COLUMNS) - 15)
 def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:
     """The `FILES` row of one listed file; None when it vanished since the listing."""
     path = os.path.join(queue_dir.path, listed.relative)
-    where = (queue_dir.host, queue_dir.path, listed.queue, path, listed.name,
-             layout.id_kind(listed.name), listed.kind)  # fmt: skip
+    where = (shown(queue_dir.host), shown(queue_dir.path), listed.queue,
+             shown(path), shown(listed.name), layout.id_kind(listed.name),
+             listed.kind)  # fmt: skip
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -125,7 +131,7 @@ def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:
     facts = (
         (mode & layout.READY_BITS) == layout.READY,
         bool(mode & layout.FORCED_EXPIRE),
-        dt.datetime.fromtimestamp(info.st_mtime, tz=dt.UTC),
+        _EPOCH + dt.timedelta(microseconds=info.st_mtime_ns // 1000),
         info.st_ino,
     )
     if not stat.S_ISREG(info.st_mode):

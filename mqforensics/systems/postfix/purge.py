@@ -17,6 +17,10 @@ then have Postfix delete exactly that message, or (an orphan log) delete the fil
   the file is held (renamed beside itself), checked again on the held inode and unlinked
   (`held_unlink`): a log rewritten after the hold is kept. The remaining window is a writer
   with the log already open appending between the held check and the unlink.
+
+A plan names every file, queue directory and queue id as escaped text (`names.shown`,
+docs/names.md); each is turned back into its exact bytes (`names.fs_path`) for every check and
+deletion, and every path said in a verdict is escaped text again.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.file_digest import file_digest
+from mqforensics.names import fs_path, shown
 from mqforensics.purge.contract import Operations, TargetChanged, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, unlink_checked
 from mqforensics.retention.manifest import Action, Plan
@@ -104,7 +109,8 @@ def _checked_target(action: Action) -> tuple[str, str, str, str]:
 
 
 def _verdict(path: str, precondition: dict[str, Any]) -> Verdict:
-    current = live_copy(Path(path))
+    """Whether the file the escaped `path` names is still as planned."""
+    current = live_copy(Path(fs_path(path)))
     if current is None:
         return Verdict(True, already_done=True)
     try:
@@ -115,18 +121,21 @@ def _verdict(path: str, precondition: dict[str, Any]) -> Verdict:
 
 
 def _message_files(queue_dir: str, queue_id: str) -> list[str]:
-    """Where a queue file of `queue_id` is now, in any message queue of `queue_dir`, looked up
-    where Postfix itself would keep it (`possible_paths`), not by listing the queues."""
-    return [path for queue in MESSAGE_QUEUES
-            for path in possible_paths(queue_dir, queue, queue_id)
+    """Where a queue file of `queue_id` is now, in any message queue of `queue_dir` (both
+    escaped text), looked up where Postfix itself would keep it (`possible_paths`), not by
+    listing the queues; escaped text."""
+    root, name = fs_path(queue_dir), fs_path(queue_id)
+    return [shown(path) for queue in MESSAGE_QUEUES
+            for path in possible_paths(root, queue, name)
             if os.path.lexists(path)]  # fmt: skip
 
 
 def _orphan_logs(queue_dir: str) -> set[str]:
-    """The log files of `queue_dir` whose queue id has no queue file."""
-    listing = list_queue_dir(QueueDir(queue_dir, queue_dir))
+    """The log files of `queue_dir` whose queue id has no queue file (escaped text)."""
+    root = fs_path(queue_dir)
+    listing = list_queue_dir(QueueDir(root, root))
     ids = {f.name for f in listing if f.kind == "message"}
-    return {os.path.join(queue_dir, f.relative) for f in listing
+    return {shown(os.path.join(root, f.relative)) for f in listing
             if f.kind == "log" and f.name not in ids}  # fmt: skip
 
 
@@ -155,13 +164,13 @@ def queue_directory_of(config_dir: str) -> str:
     try:
         result = subprocess.run(
             [postconf, "-c", config_dir, "-h", "queue_directory"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True, text=True, errors="surrogateescape", timeout=60, check=False,
         )  # fmt: skip
     except OSError as exc:
         raise ConfigError(f"postconf: {exc.strerror or exc}") from None
     if result.returncode != 0 or not result.stdout.strip():
         first = (result.stderr.strip().splitlines() or ["no output"])[0]
-        raise ConfigError(f"postconf -c {config_dir} failed: {first}")
+        raise ConfigError(f"postconf -c {shown(config_dir)} failed: {shown(first)}")
     return os.path.realpath(result.stdout.strip())
 
 
@@ -179,7 +188,7 @@ class PostsuperExecutor:
             if queue not in LISTED_QUEUES:
                 raise _bad(action, f"postsuper deletes from message queues, not {queue!r}")
             if id_kind(queue_id) == "not_an_id":
-                raise _bad(action, f"{queue_id!r} is not a queue id")
+                raise _bad(action, f"'{queue_id}' is not a queue id")
             self._named[queue_dir].add(path)
         if not self._named:
             self.config_dir = ""
@@ -191,13 +200,14 @@ class PostsuperExecutor:
             )
         self.config_dir = os.path.realpath(config_dir)
         if not os.path.isdir(self.config_dir):
-            raise InputError(f"{config_dir}: no such Postfix config directory")
+            raise InputError(f"{shown(config_dir)}: no such Postfix config directory")
         live = queue_directory_of(self.config_dir)
         for queue_dir in self._named:
-            if os.path.realpath(queue_dir) != live:
+            if os.path.realpath(fs_path(queue_dir)) != live:
                 raise ConfigError(
-                    f"the plan deletes in {queue_dir}, but postsuper -c {self.config_dir} works "
-                    f"on {live}: purge with the config directory of that queue"
+                    f"the plan deletes in {queue_dir}, but postsuper -c "
+                    f"{shown(self.config_dir)} works on {shown(live)}: purge with the "
+                    "config directory of that queue"
                 )
         self.program = postsuper_program()
 
@@ -232,7 +242,7 @@ class PostsuperExecutor:
         if result.returncode != 0:
             first = (result.stderr.strip().splitlines() or ["no output"])[0]
             raise ConfigError(f"{label} failed (exit {result.returncode}): {first}")
-        if count == 0 and os.path.lexists(target["path"]):
+        if count == 0 and os.path.lexists(fs_path(target["path"])):
             raise TargetChanged(f"postsuper deleted nothing: {queue_id} is still in {queue}")
         if count == 0:
             moved = _message_files(target["queue_dir"], queue_id)
@@ -286,15 +296,15 @@ class OrphanLogExecutor:
         if not ops.destructive(label, partial(self.verify, action)):
             return {"files": 0, "bytes": 0}
         planned = PlannedFile(
-            Path(path), action.precondition["size"], action.precondition["sha256"]
+            Path(fs_path(path)), action.precondition["size"], action.precondition["sha256"]
         )
         count, removed = unlink_checked([planned])
         ops.completed(label)
         return {"files": count, "bytes": removed}
 
     def verify_done(self, action: Action) -> str | None:
-        left = live_copy(Path(action.target["path"]))
-        return f"{left} still present" if left else None
+        left = live_copy(Path(fs_path(action.target["path"])))
+        return f"{shown(left)} still present" if left else None
 
     def census(self) -> dict[str, Any]:
         return _census(self._named)
@@ -304,11 +314,13 @@ class OrphanLogExecutor:
 
 
 def _config_dir(plan: Plan, override: Path | None) -> str | None:
+    """The config directory to give postsuper (a file-system path): `override`, else the one
+    the plan names (escaped text)."""
     if override is not None:
         return str(override)
     inputs = plan.header.get("inputs") or {}
     value = inputs.get("config_dir") if isinstance(inputs, dict) else None
-    return value if isinstance(value, str) and value else None
+    return fs_path(value) if isinstance(value, str) and value else None
 
 
 def build_executors(plan: Plan, options: PurgeOptions | None = None) -> list[Any]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
+from mqforensics.names import shown
 
 MESSAGE_QUEUES = ("maildrop", "incoming", "active", "deferred", "hold", "corrupt", "saved")
 LOG_QUEUES = ("defer", "bounce", "trace")
@@ -83,7 +84,9 @@ def possible_paths(root: str, queue: str, queue_id: str) -> list[str]:
 
 @dataclass(frozen=True)
 class QueueDir:
-    """One host's queue directory: `host` names it in findings (the directory when not given)."""
+    """One host's queue directory: `host` names it in findings (the directory when not given).
+    Both are as the file system gives them (a byte that is not UTF-8 as a surrogate); whatever
+    is shown or written carries them as `names.shown`."""
 
     host: str
     path: str
@@ -97,12 +100,13 @@ class QueueDir:
             host, directory = "", given
         path = Path(directory).resolve()
         if not path.is_dir():
-            raise InputError(f"{path}: no such Postfix queue directory")
+            raise InputError(f"{shown(path)}: no such Postfix queue directory")
         if not os.access(path, os.R_OK | os.X_OK):
-            raise InputError(f"{path}: not readable")
+            raise InputError(f"{shown(path)}: not readable")
         if not any((path / q).is_dir() for q in (*MESSAGE_QUEUES, *LOG_QUEUES)):
             raise InputError(
-                f"{path}: not a Postfix queue directory (none of {', '.join(MESSAGE_QUEUES)})"
+                f"{shown(path)}: not a Postfix queue directory "
+                f"(none of {', '.join(MESSAGE_QUEUES)})"
             )
         return cls(host or str(path), str(path))
 
@@ -128,7 +132,8 @@ def _walk(root: str, queue: str) -> list[str]:
 
     def fail(exc: OSError) -> None:
         if not isinstance(exc, FileNotFoundError):
-            raise InputError(f"{exc.filename}: {exc.strerror or exc}") from None
+            where = shown(exc.filename if exc.filename is not None else top)
+            raise InputError(f"{where}: {exc.strerror or exc}") from None
 
     for directory, dirs, files in os.walk(top, onerror=fail):
         dirs.sort()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.names import is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.postfix.frames import PostfixFrames
 from mqforensics.systems.postfix.options import PostfixOptions, Settings
@@ -23,39 +24,76 @@ if TYPE_CHECKING:
 
 def load(spark: SparkSession, options: PostfixOptions, common: AuditArgs) -> Loaded[PostfixFrames]:
     """The queue directories read into the files frame (computed now: every check reads it)."""
+    from pyspark.sql import functions as F
+
     from mqforensics.spark import computed
     from mqforensics.systems.postfix.fleet import read_queue_dirs
 
     dirs = options.queue_dirs()
     files = computed(read_queue_dirs(spark, dirs))
-    counts = {
-        (r["kind"], r["queue"]): r["count"]
-        for r in files.groupBy("kind", "queue").count().collect()
-    }
+    escaped = F.when(F.col("path").contains("\\x"), F.struct("queue_dir", "path"))
+    grouped = (
+        files.groupBy("kind", "queue")
+        .agg(F.count("*").alias("count"), F.collect_list(escaped).alias("escaped"))
+        .collect()
+    )
+    counts = {(r["kind"], r["queue"]): r["count"] for r in grouped}
+    odd = [shown(d.path) for d in dirs if is_odd(d.path)]
+    odd += [
+        e["path"] for r in grouped for e in r["escaped"] if _odd_below(e["queue_dir"], e["path"])
+    ]
     messages = sum(n for (kind, _), n in counts.items() if kind == "message")
     logs = sum(n for (kind, _), n in counts.items() if kind == "log")
-    by_queue = ", ".join(f"{n} {queue}" for (_, queue), n in sorted(counts.items()))
-    config_dir = str(Path(options.config_dir).resolve()) if options.config_dir is not None else None
+    from mqforensics.units import plural
+
+    def per_queue(kind: str) -> str:  # "6 in deferred, 2 in hold": the files of one kind
+        found = [f"{n:,} in {queue}" for (of, queue), n in sorted(counts.items()) if of == kind]
+        return f" ({', '.join(found)})" if found else ""
+
+    notes = [
+        f"files: {plural(messages, 'queue file')}{per_queue('message')}, "
+        f"{plural(logs, 'log file')}{per_queue('log')}"
+    ]
+    odd_note = odd_names_note(odd)
+    if odd_note is not None:
+        notes.append(odd_note)
+    config_dir = (
+        shown(Path(options.config_dir).resolve()) if options.config_dir is not None else None
+    )
     main_cf = options.main_cf_file()
     inputs: list[dict[str, Any]] = [
-        {"kind": "Postfix queue_directory", "location": d.path, "host": d.host} for d in dirs
+        {
+            "kind": "Postfix queue_directory",
+            "location": shown(d.path),
+            "host": shown(d.host),
+        }
+        for d in dirs
     ]
     if main_cf is not None:
-        inputs.append({"kind": "Postfix main.cf", "location": str(main_cf.resolve())})
+        inputs.append({"kind": "Postfix main.cf", "location": shown(main_cf.resolve())})
     return Loaded(
         frames=PostfixFrames(files),
         source="; ".join(
-            f"postfix {d.host}: {d.path}" if d.host != d.path else f"postfix {d.path}" for d in dirs
+            f"postfix {shown(d.host)}: {shown(d.path)}"
+            if d.host != d.path
+            else f"postfix {shown(d.path)}"
+            for d in dirs
         ),
         as_of=common.as_of or utc_now(),
         objects=messages + logs,
         inputs=inputs,
         plan_inputs={
-            "queue_dirs": [{"host": d.host, "path": d.path} for d in dirs],
+            "queue_dirs": [{"host": shown(d.host), "path": shown(d.path)} for d in dirs],
             "config_dir": config_dir,
         },
-        notes=[f"files: {messages} queue files, {logs} logs ({by_queue or 'none'})"],
+        notes=notes,
     )
+
+
+def _odd_below(queue_dir: str, path: str) -> bool:
+    """Whether the escaped `path` names an odd file below the escaped `queue_dir` (an odd queue
+    directory itself is named once, not in each of its files)."""
+    return is_odd(unescaped(path[len(queue_dir) :]))
 
 
 def settings(options: PostfixOptions, common: AuditArgs, loaded: Loaded[PostfixFrames]) -> Settings:

@@ -6,6 +6,10 @@ first, then the ``.meta``. Its restart (``load``) walks ``os.listdir(env_dir)`` 
 reads each ``.meta``; only ``OSError`` is caught there, so a ``.meta`` that does not unpickle
 stops the load of every message after it. Readers here never modify anything, and a file that
 vanishes between listing and reading (the queue is running) is simply absent.
+
+Every name is read, whatever its bytes (a copy made under another locale, a file an operator put
+there): a `DiskLayout` and the listing hold names as the file system gives them, and every
+item carries its store, id and paths as escaped text (`names.shown`, docs/names.md).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
+from mqforensics.names import shown
 from mqforensics.systems.slimta import safe_pickle
-from mqforensics.systems.slimta.items import MESSAGE, MISSING, OK, TMP_FILE, Item, Part, text
+from mqforensics.systems.slimta.items import MESSAGE, MISSING, OK, TMP_FILE, Item, Part
 
 BACKEND = "disk"
 ENV_SUFFIX, META_SUFFIX = ".env", ".meta"
@@ -28,7 +33,8 @@ UNREADABLE = "unreadable"
 
 @dataclass(frozen=True)
 class DiskLayout:
-    """The three directories of one DiskStorage; `store` (the env_dir) names it in findings."""
+    """The three directories of one DiskStorage (file-system paths); `store` (the env_dir)
+    names it in findings (as `names.shown` text)."""
 
     env_dir: str
     meta_dir: str
@@ -50,9 +56,9 @@ class DiskLayout:
         def checked_dir(given: str | Path) -> str:
             path = Path(given).resolve()
             if not path.is_dir():
-                raise InputError(f"{path}: no such slimta queue directory")
+                raise InputError(f"{shown(path)}: no such slimta queue directory")
             if not os.access(path, os.R_OK | os.X_OK):
-                raise InputError(f"{path}: not readable")
+                raise InputError(f"{shown(path)}: not readable")
             return str(path)
 
         return cls(
@@ -73,13 +79,12 @@ class Listing:
 
 
 def _names(directory: str) -> list[str]:
-    """The directory's entries; names that are not UTF-8 (never written by slimta, whose names
-    are hex ids and mkstemp's ASCII) are left out: no text column or plan could name them."""
+    """The directory's entries, whatever their bytes (slimta writes hex ids and mkstemp's ASCII,
+    but a copy or an operator may leave others: they are read like any other)."""
     try:
-        names = os.listdir(directory)
+        return os.listdir(directory)
     except OSError as exc:
-        raise InputError(f"{directory}: {exc.strerror or exc}") from None
-    return [n for n in names if n == text(n)]
+        raise InputError(f"{shown(directory)}: {exc.strerror or exc}") from None
 
 
 def list_store(layout: DiskLayout) -> Listing:
@@ -105,7 +110,7 @@ def _read(path: str) -> tuple[bytes, Part] | None:
     except FileNotFoundError:
         return None
     modified = dt.datetime.fromtimestamp(stat.st_mtime, tz=dt.UTC)
-    return data, Part(path, len(data), hashlib.sha256(data).hexdigest(), modified)
+    return data, Part(shown(path), len(data), hashlib.sha256(data).hexdigest(), modified)
 
 
 def _unreadable(exc: OSError) -> str:
@@ -114,7 +119,7 @@ def _unreadable(exc: OSError) -> str:
 
 def read_message(layout: DiskLayout, message_id: str, position: int | None) -> Item:
     """The message `message_id`: its ``.env`` and ``.meta``, each decoded if present."""
-    item = Item(BACKEND, layout.store, MESSAGE, message_id, load_position=position)
+    item = Item(BACKEND, shown(layout.store), MESSAGE, shown(message_id), load_position=position)
     env_path = os.path.join(layout.env_dir, message_id + ENV_SUFFIX)
     meta_path = os.path.join(layout.meta_dir, message_id + META_SUFFIX)
     for half, path, take in (
@@ -136,7 +141,7 @@ def read_message(layout: DiskLayout, message_id: str, position: int | None) -> I
 def read_tmp_file(layout: DiskLayout, name: str) -> Item | None:
     """A file left in ``tmp_dir``, decoded as an envelope or a meta when it is one."""
     assert layout.tmp_dir is not None
-    item = Item(BACKEND, layout.store, TMP_FILE, name)
+    item = Item(BACKEND, shown(layout.store), TMP_FILE, shown(name))
     try:
         read = _read(os.path.join(layout.tmp_dir, name))
     except OSError as exc:

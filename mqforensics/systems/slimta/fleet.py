@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
+from mqforensics.names import fs_path, shown
 from mqforensics.sources.blobstore import S3Endpoint
 from mqforensics.systems.slimta import cloud, disk, redis_store
 from mqforensics.systems.slimta.items import ITEMS, Item
@@ -44,13 +45,13 @@ class Stores:
         """Password-free names of the stores, for reports and plan headers."""
         names = []
         if self.disk:
-            names.append(f"disk {self.disk.env_dir}")
+            names.append(f"disk {shown(self.disk.env_dir)}")
         if self.redis:
             names.append(f"redis {self.redis.where} prefix {self.redis_prefix}")
         if self.s3:
             names.append(f"s3 {self.s3.store}")
         if self.sqs_export:
-            names.append(f"sqs export {self.sqs_export}")
+            names.append(f"sqs export {shown(self.sqs_export)}")
         return names
 
 
@@ -75,7 +76,12 @@ def _chunks(values: list, size: int = CHUNK) -> list[list]:
 
 
 def _disk_layout(options: Any) -> disk.DiskLayout:
-    return disk.DiskLayout(options["env_dir"], options["meta_dir"], options.get("tmp_dir") or None)
+    """The layout the options name (escaped text: an option crosses the JVM as valid UTF-8)."""
+    tmp_dir = options.get("tmp_dir")
+    return disk.DiskLayout(
+        fs_path(options["env_dir"]), fs_path(options["meta_dir"]),
+        fs_path(tmp_dir) if tmp_dir else None,
+    )  # fmt: skip
 
 
 def _bucket(options: Any) -> cloud.Bucket:
@@ -146,9 +152,10 @@ def _options(stores: Stores) -> list[dict[str, str]]:
     if stores.disk:
         layout = stores.disk
         sets.append(
-            {"backend": "disk", "env_dir": layout.env_dir, "meta_dir": layout.meta_dir}
-            | ({"tmp_dir": layout.tmp_dir} if layout.tmp_dir else {})
-        )
+            {"backend": "disk", "env_dir": shown(layout.env_dir),
+             "meta_dir": shown(layout.meta_dir)}
+            | ({"tmp_dir": shown(layout.tmp_dir)} if layout.tmp_dir else {})
+        )  # fmt: skip
     if stores.redis:
         sets.append({"backend": "redis", "prefix": stores.redis_prefix} | stores.redis.to_options())
     if stores.s3:

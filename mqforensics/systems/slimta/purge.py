@@ -12,7 +12,9 @@ One executor per backend (python-slimta 5.0.5 layouts, see `disk`, `redis_store`
   the rate wait every file is checked (size, SHA-256), then held and checked again on the held
   inode before any is unlinked (`held_unlink`), so a rewrite between the check and the unlink
   puts both files back and skips the action; the remaining window is a write through a file
-  descriptor opened before the hold, between the held file's check and its unlink.
+  descriptor opened before the hold, between the held file's check and its unlink. The plan
+  names the store, the id and every file as escaped text (`names.shown`, docs/names.md): each is
+  checked and deleted by exactly the bytes it stands for (`names.fs_path`).
 * `RedisExecutor` (``slimta.delete_redis_hash``, ``slimta.remove_queue_entry``): after the rate
   wait, the last check ``WATCH``es what it reads (the hash; the list and the message key), then
   reads it on that connection (TYPE and HGETALL against the planned digest; the entry still in
@@ -52,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import fs_path, shown
 from mqforensics.purge.contract import Operations, TargetChanged, Verdict
 from mqforensics.purge.held_unlink import (
     NOT_REGULAR,
@@ -176,7 +179,7 @@ class DiskExecutor:
         planned: dict[str, Any] = action.precondition["files"]
         present = 0
         for path in action.target["files"]:
-            current = live_copy(Path(path))
+            current = live_copy(Path(fs_path(path)))
             if current is None:
                 continue
             drift = _file_drift(str(current), planned.get(path), os.path.basename(path))
@@ -197,7 +200,7 @@ class DiskExecutor:
             return {"files": 0, "bytes": 0}
         # Target order: the .env before the .meta (see the module docstring).
         files = [
-            PlannedFile(Path(path), planned[path]["size"], planned[path]["sha256"])
+            PlannedFile(Path(fs_path(path)), planned[path]["size"], planned[path]["sha256"])
             for path in action.target["files"]
             if path in planned
         ]
@@ -206,7 +209,7 @@ class DiskExecutor:
         return {"files": count, "bytes": removed}
 
     def verify_done(self, action: Action) -> str | None:
-        left = [os.path.basename(p) for p in action.target["files"] if live_copy(Path(p))]
+        left = [os.path.basename(p) for p in action.target["files"] if live_copy(Path(fs_path(p)))]
         return f"{', '.join(left)} still present" if left else None
 
     def census(self) -> dict[str, Any]:
@@ -254,11 +257,12 @@ def _file_drift(path: str, planned: dict[str, Any] | None, name: str) -> str | N
 
 
 def _listing(directory: str, suffix: str) -> set[str]:
+    """The ids (escaped text) of the files ending in `suffix` in `directory` (escaped text)."""
     try:
-        names = os.listdir(directory)
+        names = os.listdir(fs_path(directory))
     except OSError as exc:
         raise InputError(f"{directory}: {exc.strerror or exc}") from None
-    return {n[: -len(suffix)] for n in names if n.endswith(suffix)}
+    return {shown(n[: -len(suffix)]) for n in names if n.endswith(suffix)}
 
 
 def _torn_ids(env_dir: str, meta_dir: str) -> set[str]:
@@ -266,8 +270,9 @@ def _torn_ids(env_dir: str, meta_dir: str) -> set[str]:
 
 
 def _is_torn(env_dir: str, meta_dir: str, message_id: str) -> bool:
-    env = os.path.lexists(os.path.join(env_dir, message_id + ENV_SUFFIX))
-    return env != os.path.lexists(os.path.join(meta_dir, message_id + META_SUFFIX))
+    """Whether `message_id` has one file of two (every argument escaped text)."""
+    env = os.path.lexists(fs_path(os.path.join(env_dir, message_id + ENV_SUFFIX)))
+    return env != os.path.lexists(fs_path(os.path.join(meta_dir, message_id + META_SUFFIX)))
 
 
 def _declared_meta_dirs(value: Any) -> Iterator[tuple[str, str]]:

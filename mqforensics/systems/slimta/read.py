@@ -11,9 +11,11 @@ is `SlimtaOptions.check`.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.names import is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.slimta.frames import SlimtaFrames
 from mqforensics.systems.slimta.options import Settings, SlimtaOptions
@@ -41,8 +43,9 @@ def inputs_of(stores: Stores) -> list[dict[str, Any]]:
     inputs: list[dict[str, Any]] = []
     if stores.disk is not None:
         layout = stores.disk
-        inputs.append({"kind": "slimta DiskStorage", "location": layout.env_dir,
-                       "meta_dir": layout.meta_dir, "tmp_dir": layout.tmp_dir})  # fmt: skip
+        inputs.append({"kind": "slimta DiskStorage", "location": shown(layout.env_dir),
+                       "meta_dir": shown(layout.meta_dir),
+                       "tmp_dir": _shown_or_none(layout.tmp_dir)})  # fmt: skip
     if stores.redis is not None:
         inputs.append({"kind": "slimta RedisStorage", "location": stores.redis.where,
                        "prefix": stores.redis_prefix})  # fmt: skip
@@ -51,9 +54,22 @@ def inputs_of(stores: Stores) -> list[dict[str, Any]]:
                        "endpoint": stores.s3_endpoint.endpoint_url or "AWS"})  # fmt: skip
     if stores.sqs_export is not None:
         path = Path(stores.sqs_export)
-        inputs.append({"kind": "SQS export", "location": str(path.resolve()),
+        inputs.append({"kind": "SQS export", "location": shown(path.resolve()),
                        "fingerprint": _file_fingerprint(path)})  # fmt: skip
     return inputs
+
+
+def _shown_or_none(path: str | None) -> str | None:
+    return None if path is None else shown(path)
+
+
+def _odd_dirs(stores: Stores) -> list[str]:
+    """The DiskStorage directories whose own names are odd (`names.is_odd`), escaped."""
+    layout = stores.disk
+    if layout is None:
+        return []
+    given = (layout.env_dir, layout.meta_dir, layout.tmp_dir)
+    return [shown(d) for d in dict.fromkeys(given) if d is not None and is_odd(d)]
 
 
 def plan_inputs(stores: Stores, retry_maximum: int) -> dict[str, Any]:
@@ -62,22 +78,38 @@ def plan_inputs(stores: Stores, retry_maximum: int) -> dict[str, Any]:
     inputs: dict[str, Any] = {"stores": stores.describe(), "retry_maximum": retry_maximum}
     if stores.disk is not None:
         layout = stores.disk
-        inputs["disk"] = {"env_dir": layout.env_dir, "meta_dir": layout.meta_dir,
-                          "tmp_dir": layout.tmp_dir}  # fmt: skip
+        inputs["disk"] = {"env_dir": shown(layout.env_dir), "meta_dir": shown(layout.meta_dir),
+                          "tmp_dir": _shown_or_none(layout.tmp_dir)}  # fmt: skip
     return inputs
 
 
 def load(spark: SparkSession, options: SlimtaOptions, common: AuditArgs) -> Loaded[SlimtaFrames]:
     """The stores read into the items frame (computed now: every check reads it)."""
+    from pyspark.sql import functions as F
+
     from mqforensics.spark import computed
     from mqforensics.systems.slimta.fleet import read_items
 
     stores = options.stores()
     items = computed(read_items(spark, stores))
-    counts = {r["kind"]: r["count"] for r in items.groupBy("kind").count().collect()}
+    escaped = F.filter(F.transform("parts", lambda p: p["name"]), lambda n: n.contains("\\x"))
+    grouped = (
+        items.groupBy("kind")
+        .agg(
+            F.count("*").alias("count"),
+            F.flatten(F.collect_list(F.when(F.col("backend") == "disk", escaped))).alias("escaped"),
+        )
+        .collect()
+    )
+    counts = {r["kind"]: r["count"] for r in grouped}
     notes = ["items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in KINDS)]
     if stores.disk is not None and stores.disk.tmp_dir is None:
         notes.append(NO_TMP_DIR)
+    odd = odd_names_note(_odd_dirs(stores) + [
+        name for r in grouped for name in r["escaped"] if is_odd(unescaped(os.path.basename(name)))
+    ])  # fmt: skip
+    if odd is not None:
+        notes.append(odd)
     return Loaded(
         frames=SlimtaFrames(items),
         source="; ".join(stores.describe()),
