@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.file_digest import file_digest
+from mqforensics.names import shown
 from mqforensics.purge import faults
 from mqforensics.purge.contract import TargetChanged
 from mqforensics.retention.manifest import fsync_directory
@@ -87,7 +88,7 @@ def unlink_checked(files: Sequence[PlannedFile]) -> tuple[int, int]:
                 if os.path.lexists(hold) and os.path.samefile(hold, planned.path):
                     os.unlink(hold)  # an interrupted put-back left two names of one file
                 os.rename(planned.path, hold)
-                faults.point(f"held {planned.path.name}")
+                faults.point(f"held {shown(planned.path.name)}")
             elif not os.path.lexists(hold):
                 continue
             held.append((planned, hold))
@@ -98,7 +99,8 @@ def unlink_checked(files: Sequence[PlannedFile]) -> tuple[int, int]:
                 continue
             if why:
                 raise TargetChanged(
-                    f"{planned.path.name} changed between the check and the delete ({why}): kept"
+                    f"{shown(planned.path.name)} changed between the check and the delete "
+                    f"({why}): kept"
                 )
     except BaseException as exc:
         kept = _put_back(held)
@@ -109,7 +111,7 @@ def unlink_checked(files: Sequence[PlannedFile]) -> tuple[int, int]:
     for planned, hold in held:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(hold)
-            faults.point(f"unlinked {planned.path.name}")
+            faults.point(f"unlinked {shown(planned.path.name)}")
             count += 1
             removed += planned.size
     for directory in sorted({hold.parent for _, hold in held}):
@@ -124,7 +126,9 @@ def _put_back(held: list[tuple[PlannedFile, Path]]) -> str:
         try:
             os.link(hold, planned.path)  # fails rather than replace a file the writer created
         except FileExistsError:
-            not_back.append(f"{planned.path.name} was recreated meanwhile: ours is kept as {hold}")
+            not_back.append(
+                f"{shown(planned.path.name)} was recreated meanwhile: ours is kept as {shown(hold)}"
+            )
             continue
         except FileNotFoundError:
             continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,7 @@ class DiskLayout:
 @dataclass(frozen=True)
 class Listing:
     """What the directories held when listed: ``.env`` ids in slimta's load order, ids with
-    only a ``.meta``, and the names of the files in ``tmp_dir``."""
+    only a ``.meta``, and the names of the files in ``tmp_dir`` slimta wrote (`MKSTEMP_NAME`)."""
 
     env_ids: list[str]
     meta_only_ids: list[str]
@@ -87,17 +88,33 @@ def _names(directory: str) -> list[str]:
         raise InputError(f"{shown(directory)}: {exc.strerror or exc}") from None
 
 
+# The names tempfile.mkstemp gives with its defaults, as DiskStorage calls it
+# (``mkstemp(dir=tmp_dir)``): the prefix "tmp" and 8 characters of its alphabet. Nothing else in
+# tmp_dir is slimta's (it defaults to the system's temp directory, shared with everything).
+MKSTEMP_NAME = re.compile(r"tmp[a-z0-9_]{8}")
+
+
+def _tmp_files(layout: DiskLayout) -> list[str]:
+    """The regular files of ``tmp_dir`` (none without one), whatever their names."""
+    if layout.tmp_dir is None:
+        return []
+    tmp_dir = layout.tmp_dir
+    return sorted(n for n in _names(tmp_dir) if os.path.isfile(os.path.join(tmp_dir, n)))
+
+
+def foreign_tmp_files(layout: DiskLayout) -> list[str]:
+    """The files of ``tmp_dir`` slimta never writes (not named as mkstemp names): never judged,
+    never planned."""
+    return [n for n in _tmp_files(layout) if not MKSTEMP_NAME.fullmatch(n)]
+
+
 def list_store(layout: DiskLayout) -> Listing:
     """The ids and leftover files of `layout`, listed as slimta lists them (`os.listdir`)."""
     env_ids = [n[: -len(ENV_SUFFIX)] for n in _names(layout.env_dir) if n.endswith(ENV_SUFFIX)]
     known = set(env_ids)
     meta_ids = [n[: -len(META_SUFFIX)] for n in _names(layout.meta_dir) if n.endswith(META_SUFFIX)]
     meta_only = sorted(i for i in meta_ids if i not in known)
-    tmp: list[str] = []
-    if layout.tmp_dir is not None:
-        tmp = sorted(
-            n for n in _names(layout.tmp_dir) if os.path.isfile(os.path.join(layout.tmp_dir, n))
-        )
+    tmp = [n for n in _tmp_files(layout) if MKSTEMP_NAME.fullmatch(n)]
     return Listing(env_ids, meta_only, tmp)
 
 

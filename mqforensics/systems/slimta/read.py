@@ -15,11 +15,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.names import is_odd, odd_names_note, shown, unescaped
+from mqforensics.names import LISTED, is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
+from mqforensics.systems.slimta.disk import DiskLayout, foreign_tmp_files
 from mqforensics.systems.slimta.frames import SlimtaFrames
 from mqforensics.systems.slimta.options import Settings, SlimtaOptions
-from mqforensics.units import utc_now
+from mqforensics.units import plural, utc_now
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from mqforensics.systems.slimta.fleet import Stores
 
 KINDS = ("message", "tmp_file", "queue_entry", "other_key")
-NO_TMP_DIR = "no --tmp-dir given: stale_tmp was not checked"
 
 
 def _file_fingerprint(path: Path) -> str:
@@ -72,6 +72,17 @@ def _odd_dirs(stores: Stores) -> list[str]:
     return [shown(d) for d in dict.fromkeys(given) if d is not None and is_odd(d)]
 
 
+def foreign_note(layout: DiskLayout, foreign: list[str]) -> str:
+    """What an audit says of the files of tmp_dir slimta never writes: how many, and the first."""
+    listed = ", ".join(shown(name) for name in foreign[:LISTED])
+    more = f" and {len(foreign) - LISTED} more" if len(foreign) > LISTED else ""
+    return (
+        f"{shown(str(layout.tmp_dir))} holds {plural(len(foreign), 'file')} slimta never writes "
+        f"(not named tmpXXXXXXXX as mkstemp names its files), neither judged nor planned: "
+        f"{listed}{more}"
+    )
+
+
 def plan_inputs(stores: Stores, retry_maximum: int) -> dict[str, Any]:
     """The plan header's inputs: the stores (no credential) and the disk layout, which the
     executor's census needs to find each ``.meta``."""
@@ -103,8 +114,9 @@ def load(spark: SparkSession, options: SlimtaOptions, common: AuditArgs) -> Load
     )
     counts = {r["kind"]: r["count"] for r in grouped}
     notes = ["items: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in KINDS)]
-    if stores.disk is not None and stores.disk.tmp_dir is None:
-        notes.append(NO_TMP_DIR)
+    foreign = [] if stores.disk is None else foreign_tmp_files(stores.disk)
+    if foreign and stores.disk is not None:
+        notes.append(foreign_note(stores.disk, foreign))
     odd = odd_names_note(_odd_dirs(stores) + [
         name for r in grouped for name in r["escaped"] if is_odd(unescaped(os.path.basename(name)))
     ])  # fmt: skip

@@ -25,13 +25,14 @@ def _id(role: str) -> bytes:
 
 
 OLD, TORN, STALE, FRESH = _id("old"), _id("torn_env"), _id("stale_tmp"), _id("fresh")
-# Renamed (relative to the copy, as bytes): the id part of a message's pair, of a lone .env, a
-# tmp file (a control character too), and a fresh message (the id ``0483\xff...``).
+# Renamed (relative to the copy, as bytes): the id part of a message's pair, of a lone .env, and
+# a fresh message (the id ``0483\xff...``). A tmp file slimta never names so (mkstemp's names are
+# ASCII) is left alone: ``FOREIGN``, a control character and an odd byte in its name.
+FOREIGN = b"tmp/.keep\x01\xfe"
 RENAMED = {
     b"env/" + OLD + b".env": b"env/" + OLD + b"\xff\xfe.env",
     b"meta/" + OLD + b".meta": b"meta/" + OLD + b"\xff\xfe.meta",
     b"env/" + TORN + b".env": b"env/" + TORN[:8] + b"\xff" + TORN[8:] + b".env",
-    b"tmp/" + STALE: b"tmp/" + STALE + b"\x01\xfe",
     b"env/" + FRESH + b".env": b"env/" + FRESH[:4] + b"\xff" + FRESH[4:] + b".env",
     b"meta/" + FRESH + b".meta": b"meta/" + FRESH[:4] + b"\xff" + FRESH[4:] + b".meta",
 }
@@ -55,6 +56,8 @@ def test_odd_names_audited_planned_and_purged_by_their_bytes(spark, tmp_path: Pa
     truth = expected_findings(copy)
     for old, new in RENAMED.items():
         os.rename(os.path.join(root, old), os.path.join(root, new))
+    with open(os.path.join(root, FOREIGN), "wb") as handle:
+        handle.write(b"not slimta's")
     audit = mqforensics.audit(
         "slimta", disk=layout.env_dir, meta_dir=layout.meta_dir, tmp_dir=layout.tmp_dir,
         as_of=copy.as_of, out=tmp_path / "audit", spark=spark,
@@ -71,12 +74,16 @@ def test_odd_names_audited_planned_and_purged_by_their_bytes(spark, tmp_path: Pa
     }
     subjects = {r["check"]: r["subject"] for r in audit.rows}
     assert subjects["retention_exceeded"].endswith("\\xff\\xfe.env")
-    assert subjects["stale_tmp"].endswith(f"/tmp/{STALE.decode()}\\x01\\xfe")
+    assert subjects["stale_tmp"] == shown(os.path.join(root, b"tmp/" + STALE))
     manifest = json.loads((tmp_path / "audit" / "manifest.json").read_bytes())
     assert manifest["objects"] == 13  # 11 messages, 2 tmp files: none left out
     odd = [shown(os.path.join(root, d)) for d in (b"env", b"meta", b"tmp")]  # its directories
     odd += renamed.values()
     assert odd_names_note(odd) in audit.notes and odd_names_note(odd) in manifest["notes"]
+    assert (
+        f"{shown(os.path.join(root, b'tmp'))} holds 1 file slimta never writes (not named "
+        "tmpXXXXXXXX as mkstemp names its files), neither judged nor planned: .keep\\x01\\xfe"
+    ) in audit.notes
 
     # Planned by their escaped names; a dry run changes nothing; applied, exactly the planned
     # files' bytes are deleted, every other file kept as it was.
@@ -86,7 +93,7 @@ def test_odd_names_audited_planned_and_purged_by_their_bytes(spark, tmp_path: Pa
     }
     assert {renamed[shown(os.path.join(root, b"env/" + OLD + b".env"))],
             renamed[shown(os.path.join(root, b"meta/" + OLD + b".meta"))],
-            renamed[shown(os.path.join(root, b"tmp/" + STALE))]} <= planned  # fmt: skip
+            shown(os.path.join(root, b"tmp/" + STALE))} <= planned  # fmt: skip
     before = _files(root)
     dry = mqforensics.purge_plan(plan.directory, apply=False)
     assert dry.skipped == 0 and _files(root) == before
@@ -96,3 +103,13 @@ def test_odd_names_audited_planned_and_purged_by_their_bytes(spark, tmp_path: Pa
     after = _files(root)
     assert set(before) - set(after) == {unescaped(path) for path in planned}
     assert all(after[path] == before[path] for path in after)
+
+
+def test_only_mkstemp_names_in_tmp_dir_are_slimtas() -> None:
+    """The checkout's tmp/ holds git's ``.keep`` beside the two mkstemp files the real slimta
+    left: only those two are judged."""
+    from mqforensics.systems.slimta.disk import DiskLayout, foreign_tmp_files, list_store
+
+    layout = DiskLayout.checked(BUNDLED / "env", BUNDLED / "meta", BUNDLED / "tmp")
+    assert list_store(layout).tmp_files == sorted([ROLES["fresh_tmp"], ROLES["stale_tmp"]])
+    assert foreign_tmp_files(layout) == [".keep"]
