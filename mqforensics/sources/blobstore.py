@@ -11,6 +11,10 @@ back to boto3's usual credential chain in the worker), and ``split``: ``prefix``
 above) or ``hex``: 17 key ranges cut at the hex digits, listed in parallel with ListObjectsV2
 ``StartAfter``, for flat buckets of UUID/hash keys. ``hex`` relies on S3's listing order (UTF-8
 binary order of keys), which SeaweedFS also keeps for keys without ``/``.
+
+A local directory is named by its escaped text (`names.shown`, docs/names.md; `read_blobs` passes
+it so) and walked by exactly its bytes (`names.fs_path`); a file whose name is not valid UTF-8 is
+listed like any other, its ``bucket`` and ``key`` escaped the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from urllib.parse import urlparse
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import AuthenticationFailed, ConfigError, InputError, ServerUnavailable
+from mqforensics.names import fs_path, shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -120,7 +125,7 @@ class Location:
                 prefix += "/"
             return cls("s3", url.netloc, prefix)
         if url.scheme in ("", "file"):
-            path = Path(url.path if url.scheme == "file" else text).resolve()
+            path = Path(fs_path(url.path if url.scheme == "file" else text)).resolve()
             return cls("file", str(path), "")
         raise ConfigError(f"unsupported location scheme {url.scheme!r} in {text!r}")
 
@@ -226,7 +231,9 @@ class BlobListingReader(DataSourceReader):
         if location.scheme == "file":
             root = Path(location.bucket)
             if not root.is_dir():
-                raise InputError(f"blob directory {root} does not exist or is not a directory")
+                raise InputError(
+                    f"blob directory {shown(root)} does not exist or is not a directory"
+                )
             subdirs = sorted(p.name + "/" for p in root.iterdir() if p.is_dir())
             return [Listing("", False)] + [Listing(d, True) for d in subdirs]
         endpoint = S3Endpoint.from_options(self.options)
@@ -310,8 +317,8 @@ def _walk(root: Path, partition: Listing) -> Iterator[tuple]:
             continue
         stat = path.stat()
         yield (
-            root.name,
-            path.relative_to(root).as_posix(),
+            shown(root.name),
+            shown(path.relative_to(root).as_posix()),
             stat.st_size,
             dt.datetime.fromtimestamp(stat.st_mtime, tz=dt.UTC),
             None,
@@ -323,12 +330,13 @@ def read_blobs(
     spark: SparkSession, location: str, endpoint: S3Endpoint | None = None, split: str = "prefix"
 ) -> DataFrame:
     """The inventory at `location` as a DataFrame (see module docstring for `split`)."""
+    s3 = location.startswith(("s3://", "s3a://"))
     reader = (
         spark.read.format(BlobListingSource.name())
-        .option("location", location)
+        .option("location", location if s3 else shown(location))
         .option("split", split)
     )
-    if location.startswith(("s3://", "s3a://")):
+    if s3:
         for key, value in (endpoint or S3Endpoint.from_env()).to_options().items():
             reader = reader.option(key, value)
     return reader.load()

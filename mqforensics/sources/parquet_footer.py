@@ -14,14 +14,30 @@ to Spark's own inference, as if this module did not exist.
 `small_rows` reads the rows of a small table of plain columns (strings, 32-bit integers,
 timestamps) on the driver, as Spark's reader would give them, for a table held in the query
 plan; any other column, or more rows, is left to Spark the same way.
+
+File names are bytes (docs/names.md): every file is opened by Python here, so a name that is
+not valid UTF-8 reads like any other. Spark (the JVM) names a file by a Java string and cannot
+open such a name however it is written (a percent-encoded URI decodes to U+FFFD), so `read`
+hands a table holding one to the Python data source ``mqf_parquet_files``
+(`ParquetFilesSource`: pyarrow in Spark's Python workers, one task per file or slice of row
+groups, the files named by their escaped text, `names.shown`); every other table is still
+Spark's own read. Messages name a file by its escaped text.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import fs_path, shown
 
 if TYPE_CHECKING:
     import pyarrow
@@ -32,6 +48,26 @@ if TYPE_CHECKING:
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 # More data files than this are left to Spark (it reads one footer; this reads them all).
 MAX_FOOTERS = 256
+# The bytes of row groups one task of `ParquetFilesSource` reads at most (a row group is never
+# split): Spark's own ``spark.sql.files.maxPartitionBytes``.
+SPLIT_BYTES = 128 * 1024 * 1024
+
+
+def metadata(file: Path | str) -> pyarrow.parquet.FileMetaData:
+    """The footer of the Parquet file `file`, opened by Python (any bytes in its name)."""
+    import pyarrow.parquet as pq
+
+    with open(file, "rb") as stream:
+        return pq.read_metadata(stream)
+
+
+def java_opens(path: Path | str) -> bool:
+    """Whether Spark's own reader can name `path`: its bytes are valid UTF-8."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def data_files(path: Path) -> list[Path] | None:
@@ -55,21 +91,25 @@ def spark_schema(path: Path) -> StructType | None:
     """The schema Spark infers for the table at `path`, when every data file's footer tells
     the same one (see the module docstring): the schema Spark stored there, or, in files
     another tool wrote, their Parquet schema when `_parquet_schema` maps it; None otherwise."""
-    import pyarrow.parquet as pq
-    from pyspark.sql.types import StructType
-
     files = data_files(path)
     if files is None or len(files) > MAX_FOOTERS:
         return None
+    return _footers_schema(files)
+
+
+def _footers_schema(files: list[Path]) -> StructType | None:
+    """`spark_schema` of these data files."""
+    from pyspark.sql.types import StructType
+
     stored = set()
     schemas = []
     for file in files:
         try:
-            metadata = pq.read_metadata(file)
+            footer = metadata(file)
         except (OSError, ValueError):
             return None  # Spark reads it, and says what is wrong
-        stored.add((metadata.metadata or {}).get(SPARK_SCHEMA_KEY))
-        schemas.append(metadata.schema)
+        stored.add((footer.metadata or {}).get(SPARK_SCHEMA_KEY))
+        schemas.append(footer.schema)
     if len(stored) != 1:
         return None
     spark_json = stored.pop()
@@ -156,22 +196,146 @@ def _leaf_type(physical: str, logical: dict[str, Any], arrow: pyarrow.DataType) 
 def row_count(path: Path) -> int | None:
     """How many rows the table at `path` holds, from its footers (exact: every row group
     counts its rows); None when its layout is Spark's own affair or a footer is unreadable."""
-    import pyarrow.parquet as pq
-
     files = data_files(path)
     if files is None:
         return None
     try:
-        return sum(pq.read_metadata(file).num_rows for file in files)
+        return sum(metadata(file).num_rows for file in files)
     except (OSError, ValueError):
         return None
 
 
 def read(spark: SparkSession, path: Path) -> DataFrame:
-    """``spark.read.parquet(path)``, given the footers' schema when `spark_schema` has it."""
+    """``spark.read.parquet(path)``, given the footers' schema when `spark_schema` has it; a
+    table with a file Spark cannot name (`java_opens`) read through Python instead
+    (`ParquetFilesSource`)."""
+    files = data_files(path)
+    if files is not None and not all(java_opens(file) for file in files):
+        return _read_in_python(spark, files)
+    if files is None and not java_opens(path):
+        raise InputError(
+            f"{shown(path)}: a Parquet table whose name is not valid UTF-8 is read as one file "
+            "or a directory of part files (Spark cannot open such a name; this is neither)"
+        )
     schema = spark_schema(path)
     reader = spark.read if schema is None else spark.read.schema(schema)
     return reader.parquet(str(path))
+
+
+def _read_in_python(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """The data `files` of one table read by `ParquetFilesSource`, with the schema Spark would
+    infer (`_footers_schema`; else pyarrow's schema of the first file, Spark's mapping of it)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = _footers_schema(files)
+    if schema is None:
+        try:
+            with open(files[0], "rb") as stream:
+                import pyarrow.parquet as pq
+
+                arrow = pq.ParquetFile(stream, coerce_int96_timestamp_unit="us").schema_arrow
+            schema = from_arrow_schema(arrow)
+        except (OSError, ValueError, TypeError) as exc:
+            raise InputError(f"{shown(files[0])}: not readable as Parquet ({exc})") from None
+    spark.dataSource.register(ParquetFilesSource)
+    return (
+        spark.read.format(ParquetFilesSource.name())
+        .schema(schema)
+        .option("files", json.dumps([shown(file) for file in files]))
+        .load()
+    )
+
+
+@dataclass
+class RowGroups(InputPartition):
+    """Row groups `groups` of the Parquet file named `file` (escaped text, `names.shown`)."""
+
+    file: str
+    groups: list[int]
+
+
+class ParquetFilesSource(DataSource):
+    """``spark.read.format("mqf_parquet_files")``: Parquet data files read with pyarrow in
+    Spark's Python workers, for names Spark cannot open (see the module docstring).
+
+    Options: ``files``, a JSON list of the files' escaped text (`names.shown`); the schema is
+    the caller's (``.schema(...)``): each column read by name (case-insensitively, as Spark
+    does; a file without it gives nulls) and cast to Spark's Arrow type of it, a timestamp
+    without a time zone taken as UTC (as Spark reads Parquet's INT96)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqf_parquet_files"
+
+    def schema(self) -> str:
+        raise ConfigError("mqf_parquet_files needs the table's schema: .schema(...)")
+
+    def reader(self, schema: Any) -> ParquetFilesReader:
+        raw = self.options.get("files")
+        try:
+            files = json.loads(raw or "")
+        except ValueError:
+            files = None
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise ConfigError("option 'files' must be a JSON list of file names")
+        return ParquetFilesReader(files, schema)
+
+
+class ParquetFilesReader(DataSourceReader):
+    """One partition per file, or per slice of its row groups of at most `SPLIT_BYTES`."""
+
+    def __init__(self, files: list[str], schema: StructType) -> None:
+        self.files = files
+        self.schema = schema
+
+    def partitions(self) -> list[RowGroups]:  # type: ignore[override]
+        parts = []
+        for file in self.files:
+            try:
+                footer = metadata(fs_path(file))
+            except (OSError, ValueError) as exc:
+                raise InputError(f"{file}: a damaged Parquet footer ({exc})") from None
+            groups: list[int] = []
+            size = 0
+            for index in range(footer.num_row_groups):
+                bytes_ = footer.row_group(index).total_byte_size
+                if groups and size + bytes_ > SPLIT_BYTES:
+                    parts.append(RowGroups(file, groups))
+                    groups, size = [], 0
+                groups.append(index)
+                size += bytes_
+            if groups:
+                parts.append(RowGroups(file, groups))
+        return parts
+
+    def read(self, partition: RowGroups) -> Iterator[pyarrow.RecordBatch]:  # type: ignore[override]
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        target = to_arrow_schema(self.schema)
+        try:
+            with open(fs_path(partition.file), "rb") as stream:
+                parquet = pq.ParquetFile(stream, coerce_int96_timestamp_unit="us")
+                present = {name.lower(): name for name in parquet.schema_arrow.names}
+                wanted = [present.get(field.name.lower()) for field in target]
+                columns = [name for name in wanted if name is not None]
+                for batch in parquet.iter_batches(row_groups=partition.groups, columns=columns):
+                    arrays = [
+                        pa.nulls(batch.num_rows, field.type)
+                        if name is None
+                        else _as_spark(batch.column(name), field.type)
+                        for name, field in zip(wanted, target, strict=True)
+                    ]
+                    yield pa.RecordBatch.from_arrays(arrays, schema=target)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise InputError(f"{partition.file}: not readable as Parquet ({exc})") from None
+
+
+def _as_spark(column: pyarrow.Array, kind: pyarrow.DataType) -> pyarrow.Array:
+    """`column` as Spark's Arrow type `kind` (a timestamp without a time zone, at any depth,
+    is taken as UTC: Arrow's cast keeps its value)."""
+    return column if column.type == kind else column.cast(kind)
 
 
 # Parquet's physical and logical types of the plain columns `small_rows` reads, and the Spark
@@ -217,32 +381,40 @@ def small_rows(path: Path, columns: dict[str, str], limit: int) -> list[tuple] |
     rows: list[tuple] = []
     try:
         for file in files:
-            parquet = pq.ParquetFile(file, coerce_int96_timestamp_unit="us")
-            if parquet.metadata.num_rows + len(rows) > limit:
+            with open(file, "rb") as stream:
+                parquet = pq.ParquetFile(stream, coerce_int96_timestamp_unit="us")
+                table = _small_table(parquet, columns, limit - len(rows))
+            if table is None:
                 return None
-            schema = parquet.schema
-            if len(schema) != len(columns):
-                return None
-            found = {}
-            for i in range(len(schema)):
-                column = schema.column(i)
-                logical = json.loads(column.logical_type.to_json())
-                found[column.path.lower()] = (
-                    column.path,
-                    _spark_type(column.physical_type, logical),
-                )
-            if sorted(found) != sorted(columns) or any(
-                found[name][1] != kind for name, kind in columns.items()
-            ):
-                return None
-            table = parquet.read(columns=[found[name][0] for name in columns])
             for record in table.to_pylist():
-                rows.append(tuple(_utc(record[found[name][0]]) for name in columns))
+                rows.append(tuple(_utc(record[name]) for name in table.column_names))
     except (OSError, ValueError, TypeError, ArithmeticError, NotImplementedError):
         return None  # an unreadable file, or a value Python cannot hold: Spark reads it
     if any(isinstance(v, dt.datetime) and v < _EARLIEST for row in rows for v in row):
         return None
     return rows
+
+
+def _small_table(
+    parquet: pyarrow.parquet.ParquetFile, columns: dict[str, str], limit: int
+) -> pyarrow.Table | None:
+    """`columns` of one open file of `small_rows`, in that order (each under the file's own
+    name of it); None when it holds more than `limit` rows or other columns."""
+    if parquet.metadata.num_rows > limit:
+        return None
+    schema = parquet.schema
+    if len(schema) != len(columns):
+        return None
+    found = {}
+    for i in range(len(schema)):
+        column = schema.column(i)
+        logical = json.loads(column.logical_type.to_json())
+        found[column.path.lower()] = (column.path, _spark_type(column.physical_type, logical))
+    if sorted(found) != sorted(columns) or any(
+        found[name][1] != kind for name, kind in columns.items()
+    ):
+        return None
+    return parquet.read(columns=[found[name][0] for name in columns])
 
 
 def _utc(value: Any) -> Any:

@@ -7,6 +7,9 @@ flat (``.flat`` name), ``cyr_dbtool ... batch`` SHOW (``.batchshow``), otherwise
 show``. Bytes that are neither (no magic, and binary rather than text: `looks_binary`) are
 refused before Spark starts, saying what the file starts with (`sniff`). No Spark here: the
 options check (`options.CyrusOptions.check`) and the Spark reader (`fleet`) both use it.
+
+A file is named, in a `Database`'s ``source`` and in every message, by its escaped text
+(`names.shown`, docs/names.md): a name that is not valid UTF-8 keeps its bytes as ``\\xNN``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import shown
 from mqforensics.systems.cyrus import dumps, records, skiplist, twoskip
 from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.records import MailboxEntry
@@ -96,7 +100,7 @@ def sniff(path: Path, head: bytes) -> None:
     if head.startswith((twoskip.MAGIC, twoskip.SKIPLIST_MAGIC)) or not looks_binary(head):
         return
     raise InputError(
-        f"{path}: not a twoskip or skiplist database, nor a text dump "
+        f"{shown(path)}: not a twoskip or skiplist database, nor a text dump "
         f"(first bytes {head[:8].hex(' ')})"
     )
 
@@ -104,13 +108,13 @@ def sniff(path: Path, head: bytes) -> None:
 def check_file(path: Path) -> None:
     """`path` is a readable regular file; an InputError saying what it is otherwise."""
     if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a mailboxes.db or a dump")
+        raise InputError(f"{shown(path)}: is a directory, not a mailboxes.db or a dump")
     if not path.exists():
-        raise InputError(f"{path}: no such file")
+        raise InputError(f"{shown(path)}: no such file")
     if not path.is_file():
-        raise InputError(f"{path}: not a regular file")
+        raise InputError(f"{shown(path)}: not a regular file")
     if not os.access(path, os.R_OK):
-        raise InputError(f"{path}: not readable")
+        raise InputError(f"{shown(path)}: not readable")
 
 
 def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
@@ -123,7 +127,7 @@ def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
         check_file(path)
         absolute = str(path.absolute())
         if absolute in seen:
-            raise ConfigError(f"{path} is given twice")
+            raise ConfigError(f"{shown(path)} is given twice")
         seen.add(absolute)
         out.append(path)
     if not out:
@@ -132,11 +136,12 @@ def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def read_database(path: Path) -> Database:
-    """Read one input, its type found from its content (see the module docstring)."""
+    """Read one input, its type found from its content (see the module docstring); its
+    ``source`` is the path's escaped text (`names.shown`)."""
     check_file(path)
     data = path.read_bytes()
     sniff(path, data[:SNIFF_BYTES])
-    label = str(path)
+    label = shown(path)
     fingerprint: dict[str, Any] = {
         "size": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),

@@ -15,9 +15,11 @@ records):
   `records.classify_key`; ``name`` is the intname (a 3.6+ dbname converted). Integrity problems
   are not rows here; they are the ``integrity`` findings.
 
-Options: ``paths`` (JSON list) or ``path``; nothing else (the server settings the checks
-judge with are theirs, `options.Settings`). The functions take paths as given, made
-absolute (the ``file`` column and the findings' ``detail.file``). A missing or unreadable path
+Options: ``paths`` (JSON list) or ``path``, each file's escaped text (`names.shown`,
+docs/names.md: a name that is not valid UTF-8 keeps its bytes as ``\\xNN``, and is opened by
+exactly those bytes, `names.fs_path`); nothing else (the server settings the checks judge with
+are theirs, `options.Settings`). The functions take paths as given, made absolute and escaped
+(the ``file`` column and the findings' ``detail.file``). A missing or unreadable path
 is an InputError on the driver before any job. A file that is no database (or a malformed dump)
 fails in the executor with an InputError naming it: `read_fleet` computes its frame at once and
 re-raises it on the driver as that InputError; `read_records` stays lazy, so it surfaces at the
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
+from mqforensics.names import fs_path, shown
 from mqforensics.spark import computed
 from mqforensics.systems.cyrus import dbchecks, records
 from mqforensics.systems.cyrus.database import (
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class FilePartition(InputPartition):
-    """One input file, read whole by one Spark task."""
+    """One input file (its escaped text, `names.shown`), read whole by one Spark task."""
 
     path: str
 
@@ -120,7 +123,7 @@ class _FilesReader(DataSourceReader):
         return [FilePartition(path) for path in _paths(self.options)]
 
     def read(self, partition: FilePartition) -> Iterator[tuple]:  # type: ignore[override]
-        yield from self.rows(read_database(Path(partition.path)))
+        yield from self.rows(read_database(Path(fs_path(partition.path))))
 
     def rows(self, db: Database) -> Iterator[tuple]:
         raise NotImplementedError
@@ -171,10 +174,11 @@ SOURCES = (CyrusMailboxesSource, CyrusFleetSource)
 
 
 def _checked(paths: Sequence[str | Path]) -> list[str]:
-    """`paths` made absolute, each a readable file named once; InputError/ConfigError if not."""
+    """`paths` made absolute, each a readable file named once, as escaped text
+    (`names.shown`); InputError/ConfigError if not."""
     if isinstance(paths, str | Path):
         paths = [paths]
-    return [str(path.absolute()) for path in checked_paths(paths)]
+    return [shown(path.absolute()) for path in checked_paths(paths)]
 
 
 def _load(spark: SparkSession, source: type[DataSource], options: dict[str, str]) -> DataFrame:
@@ -185,7 +189,12 @@ def _load(spark: SparkSession, source: type[DataSource], options: dict[str, str]
 
 def read_records(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     """The live records of every file (`RECORDS`), one Spark partition per file; lazy."""
-    return _load(spark, CyrusMailboxesSource, {"paths": json.dumps(_checked(paths))})
+    return _records(spark, _checked(paths))
+
+
+def _records(spark: SparkSession, checked: list[str]) -> DataFrame:
+    """`read_records` of files already checked (`_checked`: escaped text)."""
+    return _load(spark, CyrusMailboxesSource, {"paths": json.dumps(checked)})
 
 
 def read_fleet(
@@ -201,5 +210,5 @@ def read_fleet(
     judged with (`CyrusFrames.judged`)."""
     checked = _checked(paths)
     read = computed(_load(spark, CyrusFleetSource, {"paths": json.dumps(checked)}))
-    records = read_records(spark, checked)
+    records = _records(spark, checked)
     return CyrusFrames(spark, read, checked, records, version, list(admins), default_domain)

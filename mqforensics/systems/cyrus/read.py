@@ -6,12 +6,17 @@ Each input's type is found from its content (`database.read_database`). Every in
 Spark, one task per file (`fleet`), into the frames (`frames.CyrusFrames`); the runner writes the
 findings, and ``sharing.json`` (who can see whose mailbox) is written next to them,
 pseudonymised (`pseudonyms`) unless ``--reveal-addresses``.
+
+Every file is named by its escaped text (`names.shown`, docs/names.md) in the frames, findings,
+inputs and notes; a name that is not valid UTF-8 (or holds a control character) is read like any
+other, and the audit says so in one note (`names.odd_names_note`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mqforensics.names import is_odd, odd_names_note, shown
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.cyrus import pseudonyms
 from mqforensics.systems.cyrus.database import checked_paths
@@ -33,10 +38,11 @@ def load(spark: SparkSession, options: CyrusOptions, common: AuditArgs) -> Loade
     entries)."""
     from mqforensics.systems.cyrus import fleet
 
-    paths = [str(path.absolute()) for path in checked_paths(options.inputs)]
+    given = [path.absolute() for path in checked_paths(options.inputs)]
+    paths = [shown(path) for path in given]
     admins = options.admins()
     as_of = common.as_of or utc_now()
-    frames = fleet.read_fleet(spark, paths, options.cyrus_version, admins, options.default_domain)
+    frames = fleet.read_fleet(spark, given, options.cyrus_version, admins, options.default_domain)
     files = sorted((row.asDict() for row in frames.files.collect()), key=lambda r: r["file"])
     sharing = [row.asDict() for row in frames.sharing.collect()]
     if not common.reveal_addresses:
@@ -52,6 +58,9 @@ def load(spark: SparkSession, options: CyrusOptions, common: AuditArgs) -> Loade
         for f in files
         if f["problems"]
     ]
+    odd = odd_names_note([shown(path) for path in given if is_odd(path)])
+    if odd is not None:
+        notes.append(odd)
     return Loaded(
         frames=frames,
         source=", ".join(paths),

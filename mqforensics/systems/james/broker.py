@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.errors import AuthenticationFailed, InputError, ServerUnavailable
+from mqforensics.names import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -256,44 +257,46 @@ def _read_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text at byte {exc.start}") from None
+        raise InputError(f"{shown(path)}: not UTF-8 text at byte {exc.start}") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+        raise InputError(f"{shown(path)}: cannot be read ({exc.strerror})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON at offset {exc.pos} ({exc.msg})") from None
+        raise InputError(f"{shown(path)}: not JSON at offset {exc.pos} ({exc.msg})") from None
 
 
 def check_export(directory: Path) -> None:
     """What fails before Spark starts: no directory, no queues.json."""
     if not directory.is_dir():
-        raise InputError(f"broker export {directory} does not exist or is not a directory")
+        raise InputError(f"broker export {shown(directory)} does not exist or is not a directory")
     if not (directory / QUEUES_FILE).is_file():
-        raise InputError(f"broker export {directory} has no {QUEUES_FILE} (GET /api/queues)")
+        raise InputError(f"broker export {shown(directory)} has no {QUEUES_FILE} (GET /api/queues)")
 
 
 def read_export(directory: Path, vhost: str | None = None) -> BrokerRead:
-    """An export directory: ``queues.json`` and optional ``messages/<broker queue>.json``."""
+    """An export directory: ``queues.json`` and optional ``messages/<broker queue>.json``
+    (files named by their escaped text, `names.shown`, docs/names.md)."""
     check_export(directory)
-    queues = parse_queues(_read_json(directory / QUEUES_FILE), str(directory / QUEUES_FILE), vhost)
+    where = shown(directory / QUEUES_FILE)
+    queues = parse_queues(_read_json(directory / QUEUES_FILE), where, vhost)
     messages: list[BrokerMessage] = []
     read: set[str] = set()
     for path in sorted((directory / MESSAGES_DIR).glob("*.json")):
-        broker_queue = path.name[: -len(".json")]
-        messages += parse_messages(_read_json(path), str(path), broker_queue)
+        broker_queue = shown(path.name[: -len(".json")])
+        messages += parse_messages(_read_json(path), shown(path), broker_queue)
         read.add(broker_queue)
     listed = {q.broker_queue for q in queues}
     unknown = sorted(read - listed)
     if unknown:
         raise InputError(
-            f"{directory / MESSAGES_DIR / (unknown[0] + '.json')}: queue {unknown[0]} is not in "
+            f"{shown(directory / MESSAGES_DIR)}/{unknown[0]}.json: queue {unknown[0]} is not in "
             f"{QUEUES_FILE}"
         )
     queues = [
         BrokerQueue(**{**q.__dict__, "messages_read": q.broker_queue in read}) for q in queues
     ]
-    return BrokerRead(queues, messages, "broker export", str(directory.resolve()))
+    return BrokerRead(queues, messages, "broker export", shown(directory.resolve()))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ or ``sstables=DIR``, optionally a blob listing and a broker), the loader into th
 
 The plan header gets where the state was read from, as ``host:port`` and ``s3://bucket`` only:
 never a credential.
+
+Local files and directories are named by their escaped text (`names.shown`, docs/names.md) in
+the source, the inputs, the plan header and every message; one whose name is not valid UTF-8 (or
+holds a control character) is read like any other, and the audit says so in one note
+(`odd_names`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import is_odd, odd_names_note, shown
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.options import (
@@ -60,6 +66,8 @@ def load(spark: SparkSession, options: JamesOptions, common: AuditArgs) -> Loade
         live_notes = list(state.notes) if options.cassandra or options.rabbitmq else []
         if live_notes:  # how the live read went: the slice grids an enumeration walked
             inputs[0]["notes"] = live_notes
+        odd = odd_names_note(odd_names(options))
+        notes = live_notes + ([odd] if odd is not None else [])
     except BaseException:
         state.unpersist()
         raise
@@ -70,7 +78,7 @@ def load(spark: SparkSession, options: JamesOptions, common: AuditArgs) -> Loade
         objects=objects,
         inputs=inputs,
         plan_inputs=plan_inputs(options, state),
-        notes=live_notes,
+        notes=notes,
         partial=partial,
         not_run=not_run,
         close=state.unpersist,
@@ -171,7 +179,7 @@ def read_state(
 
         assert options.snapshot is not None  # exactly one source: JamesOptions.check
         state = read_snapshot(spark, options.snapshot, as_of=as_of)
-        state.source = state.source or f"snapshot {options.snapshot}"
+        state.source = state.source or f"snapshot {shown(options.snapshot)}"
     if options.blobs:
         state.blobs = read_james_blobs(
             spark, location=options.blobs, endpoint=S3Endpoint.from_env(),
@@ -262,12 +270,12 @@ def read_blob_listing(spark: SparkSession, path: Path) -> DataFrame:
     from mqforensics.systems.james.blob_ids import with_parsed_blob_ids
 
     if not path.exists():
-        raise InputError(f"blob listing {path} does not exist")
+        raise InputError(f"blob listing {shown(path)} does not exist")
     frame = parquet_footer.read(spark, path)
     wanted = [c.split()[0] for c in SCHEMA.split(", ")]
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
-        raise InputError(f"blob listing {path} lacks column(s) {', '.join(missing)}")
+        raise InputError(f"blob listing {shown(path)} lacks column(s) {', '.join(missing)}")
     return with_parsed_blob_ids(frame.select(*wanted))
 
 
@@ -315,7 +323,7 @@ def manifest_inputs(options: JamesOptions) -> list[dict[str, Any]]:
         offline = options.snapshot if options.snapshot is not None else options.sstables
         assert offline is not None  # JamesOptions.check: exactly one view source
         inputs.append({"kind": "snapshot" if options.snapshot is not None else "sstables",
-                       "location": str(offline.resolve()), **fingerprint(offline)})  # fmt: skip
+                       "location": shown(offline.resolve()), **fingerprint(offline)})  # fmt: skip
     if options.blobs:
         inputs.append({"kind": "s3 listing", "location": _s3_location(options.blobs)})
     elif options.blob_inventory:
@@ -325,13 +333,13 @@ def manifest_inputs(options: JamesOptions) -> list[dict[str, Any]]:
             )
         else:
             path = Path(options.blob_inventory)
-            inputs.append({"kind": "s3 inventory", "location": str(path.resolve()),
+            inputs.append({"kind": "s3 inventory", "location": shown(path.resolve()),
                            **fingerprint(path)})  # fmt: skip
     elif options.blob_dir:
-        inputs.append({"kind": "blob directory", "location": str(options.blob_dir.resolve()),
+        inputs.append({"kind": "blob directory", "location": shown(options.blob_dir.resolve()),
                        **fingerprint(options.blob_dir)})  # fmt: skip
     elif options.blob_listing:
-        inputs.append({"kind": "blob listing", "location": str(options.blob_listing.resolve()),
+        inputs.append({"kind": "blob listing", "location": shown(options.blob_listing.resolve()),
                        **fingerprint(options.blob_listing)})  # fmt: skip
     if options.rabbitmq:
         where = rabbitmq_api(options.rabbitmq).where
@@ -339,7 +347,7 @@ def manifest_inputs(options: JamesOptions) -> list[dict[str, Any]]:
                        "vhost": options.rabbitmq_vhost, "read": "counts"})  # fmt: skip
     elif options.broker_export is not None:
         export = options.broker_export
-        inputs.append({"kind": "broker export", "location": str(export.resolve()),
+        inputs.append({"kind": "broker export", "location": shown(export.resolve()),
                        "vhost": options.rabbitmq_vhost, **fingerprint(export)})  # fmt: skip
     return inputs
 
@@ -347,16 +355,43 @@ def manifest_inputs(options: JamesOptions) -> list[dict[str, Any]]:
 def fingerprint(path: Path) -> dict[str, Any]:
     """A file's or a directory's fingerprint: SHA-256 over every file's relative name, size and
     modification time (contents are not read: a snapshot may hold gigabytes), with the number
-    of files and their bytes. A change of any file changes it."""
+    of files and their bytes. A change of any file changes it. A name is hashed as its bytes
+    (one that is not valid UTF-8 too)."""
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     digest = hashlib.sha256()
     total = 0
     for file in files:
         stat = file.stat()
         name = file.name if file == path else file.relative_to(path).as_posix()
-        digest.update(f"{name}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode())
+        digest.update(
+            f"{name}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape")
+        )
         total += stat.st_size
     return {"fingerprint": f"sha256:{digest.hexdigest()}", "files": len(files), "bytes": total}
+
+
+def odd_names(options: JamesOptions) -> list[str]:
+    """The escaped names (`names.shown`) of the local inputs and files the audit read whose
+    names are odd (`names.is_odd`): each input given (snapshot, SSTables, blob listing or
+    directory, S3 Inventory report, broker export), each file of the snapshot's tables and of
+    the broker export; a name below an odd one listed is not listed again."""
+    from mqforensics.sources import parquet_footer
+    from mqforensics.systems.james.snapshot import locate_tables
+
+    given = [options.snapshot, options.sstables, options.blob_listing, options.blob_dir,
+             options.broker_export]  # fmt: skip
+    if options.blob_inventory and not is_s3(options.blob_inventory):
+        given.append(Path(options.blob_inventory))
+    read = [Path(path).resolve() for path in given if path is not None]
+    if options.snapshot is not None:
+        for table in locate_tables(options.snapshot).values():
+            for file in table.files if table is not None else ():
+                parts = parquet_footer.data_files(file) if file.is_dir() else None
+                read += [part.resolve() for part in parts or [file]]
+    if options.broker_export is not None:
+        read += [p.resolve() for p in options.broker_export.rglob("*.json")]
+    odd = [path for path in dict.fromkeys(read) if is_odd(path)]
+    return [shown(path) for path in odd if not any(other in path.parents for other in odd)]
 
 
 def _s3_location(location: str) -> str:
@@ -373,7 +408,7 @@ def _blob_source(options: JamesOptions) -> str | None:
     for name in ("blob_inventory", "blob_dir", "blob_listing"):
         value = getattr(options, name)
         if value:
-            return str(value)
+            return shown(value)
     return None
 
 
@@ -386,7 +421,7 @@ def plan_inputs(options: JamesOptions, state: JamesState) -> dict[str, Any]:
         "source": state.source,
         "cassandra": cassandra,
         "keyspace": options.keyspace,
-        "snapshot": str(options.snapshot or options.sstables or "") or None,
+        "snapshot": shown(options.snapshot or options.sstables or "") or None,
         "snapshot_time": utc_text(state.as_of) if options.offline() else None,
         "blobs": _blob_source(options),
         "references_complete": state.references_complete,

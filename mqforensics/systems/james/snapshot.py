@@ -28,6 +28,12 @@ CSV files are read by the Python data source ``mqf_cqlsh_csv`` in byte ranges of
 workers and never collected. That split is exact because cqlsh writes one line per row: its text
 formatter escapes every control character, line breaks included (cqlsh_values.py). A bad field
 raises InputError naming the file, the line and the column; line numbers are counted only then.
+
+File names are bytes (docs/names.md): a snapshot directory or a part file whose name is not valid
+UTF-8 is read like any other (Spark cannot open such a name: `parquet_footer.read` then reads the
+table through Python), and every message, note and source names it by its escaped text
+(`names.shown`); the CSV reader's options carry that text and open exactly its bytes
+(`names.fs_path`).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import fs_path, shown
 from mqforensics.sources import parquet_footer
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history, dsbulk
@@ -121,7 +128,9 @@ def read_snapshot(
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise InputError(f"snapshot directory {directory} does not exist or is not a directory")
+        raise InputError(
+            f"snapshot directory {shown(directory)} does not exist or is not a directory"
+        )
     files = locate_tables(directory)
     enqueued = files["enqueued"]
     assert enqueued is not None
@@ -178,7 +187,7 @@ def read_snapshot(
         content_start=frames[CONTENT_START_TABLE],
         config_history=history,
         as_of=when,
-        source=f"snapshot {directory} ({enqueued.table})",
+        source=f"snapshot {shown(directory)} ({enqueued.table})",
         notes=notes,
         table=enqueued.table,
         rereadable=all(f.kind == "parquet" for f in files.values() if f is not None),
@@ -223,7 +232,9 @@ def write_parquet_snapshot(state: JamesState, event_store: DataFrame, directory:
         if (directory / name).exists()
     ] + [SNAPSHOT_FILE] * (directory / SNAPSHOT_FILE).exists()
     if existing:
-        raise ConfigError(f"{directory} already holds {', '.join(existing)}; not overwriting")
+        raise ConfigError(
+            f"{shown(directory)} already holds {', '.join(existing)}; not overwriting"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     for table, frame in targets.items():
         columns = [name for name, _ in TABLE_COLUMNS[table]]
@@ -242,14 +253,14 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
         present = [p for p in (csv_path, parquet_path, spark_dir) if p.exists()]
         if len(present) > 1:
             names = " and ".join(p.name + ("/" if p.is_dir() else "") for p in present)
-            raise ConfigError(f"{directory} holds both {names} for table {table}; keep one")
+            raise ConfigError(f"{shown(directory)} holds both {names} for table {table}; keep one")
         parts = _split_parts(directory, csv_path)
         if csv_path.exists():
             return TableFile(table, csv_path, "csv", parts, copy)
         if parts:
             raise InputError(
-                f"{directory} holds {parts[0].name} but not {csv_path.name}: the first file of "
-                "a split cqlsh export (the one with the header) is missing"
+                f"{shown(directory)} holds {shown(parts[0].name)} but not {csv_path.name}: the "
+                "first file of a split cqlsh export (the one with the header) is missing"
             )
         if parquet_path.exists():
             return TableFile(table, parquet_path, "parquet")
@@ -264,7 +275,7 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
             return TableFile(table, spark_dir, "parquet")
         if spark_dir.exists():
             raise InputError(
-                f"{spark_dir}: a table export must be <table>.csv, <table>.parquet or a "
+                f"{shown(spark_dir)}: a table export must be <table>.csv, <table>.parquet or a "
                 "directory <table>/ of Parquet, DSBulk CSV or DSBulk JSON files"
             )
         return None
@@ -275,14 +286,14 @@ def locate_tables(directory: Path) -> dict[str, TableFile | None]:
     missing = [t for t in _REQUIRED if found[t] is None]
     if len(enqueued) > 1:
         raise ConfigError(
-            f"{directory} holds both {enqueued[0].path.name} and {enqueued[1].path.name}; "
+            f"{shown(directory)} holds both {enqueued[0].path.name} and {enqueued[1].path.name}; "
             "a snapshot holds exactly one enqueued mails table"
         )
     if not enqueued:
         missing.insert(0, " or ".join(ENQUEUED_TABLES))
     if missing:
         raise InputError(
-            f"snapshot directory {directory} lacks table(s) {', '.join(missing)} "
+            f"snapshot directory {shown(directory)} lacks table(s) {', '.join(missing)} "
             "(expected <table>.csv, <table>.parquet or a directory <table>/ of Parquet or "
             "DSBulk files)"
         )
@@ -298,9 +309,9 @@ def _check_empty_directories(directory: Path, found: dict[str, TableFile | None]
     empty = [f for f in present if f.kind == "empty"]
     if empty and not any(f.kind.startswith("dsbulk-") for f in present):
         raise InputError(
-            f"{empty[0].path}: an empty directory, and no other table in {directory} is a DSBulk "
-            "unload (DSBulk leaves an empty directory for a table without rows); the export "
-            "lost its files?"
+            f"{shown(empty[0].path)}: an empty directory, and no other table in "
+            f"{shown(directory)} is a DSBulk unload (DSBulk leaves an empty directory for a "
+            "table without rows); the export lost its files?"
         )
 
 
@@ -319,8 +330,9 @@ def _split_parts(directory: Path, csv_path: Path) -> tuple[Path, ...]:
     gaps = sorted(set(range(1, max(numbered) + 1)) - set(numbered))
     if gaps:
         raise InputError(
-            f"{directory}: split export {csv_path.name} has {csv_path.name}.{max(numbered)} but "
-            f"not {csv_path.name}.{gaps[0]} (cqlsh numbers its split files from 1 without gaps)"
+            f"{shown(directory)}: split export {csv_path.name} has "
+            f"{csv_path.name}.{max(numbered)} but not {csv_path.name}.{gaps[0]} (cqlsh numbers "
+            "its split files from 1 without gaps)"
         )
     return tuple(numbered[n] for n in sorted(numbered))
 
@@ -354,33 +366,35 @@ def check_parquet(path: Path) -> None:
         if any(e.is_dir() for e in entries):
             return
         if not entries:
-            raise InputError(f"{path}: an empty directory, not a Parquet table (no part files)")
+            raise InputError(
+                f"{shown(path)}: an empty directory, not a Parquet table (no part files)"
+            )
         for entry in entries:
             _check_parquet_file(entry)
     elif path.is_file():
         _check_parquet_file(path)
     else:
-        raise InputError(f"{path}: neither a file nor a directory")
+        raise InputError(f"{shown(path)}: neither a file nor a directory")
 
 
 def _check_parquet_file(path: Path) -> None:
-    import pyarrow.parquet as pq
-
     size = path.stat().st_size
     if size == 0:
-        raise InputError(f"{path}: an empty file (0 bytes), not Parquet")
+        raise InputError(f"{shown(path)}: an empty file (0 bytes), not Parquet")
     with open(path, "rb") as stream:
         head = stream.read(len(PARQUET_MAGIC))
         stream.seek(max(0, size - len(PARQUET_MAGIC)))
         tail = stream.read(len(PARQUET_MAGIC))
     if head != PARQUET_MAGIC:
-        raise InputError(f"{path}: not a Parquet file (first bytes {head.hex(' ')})")
+        raise InputError(f"{shown(path)}: not a Parquet file (first bytes {head.hex(' ')})")
     if tail != PARQUET_MAGIC or size < 3 * len(PARQUET_MAGIC):
-        raise InputError(f"{path}: a truncated Parquet file: no footer at its end ({size} bytes)")
+        raise InputError(
+            f"{shown(path)}: a truncated Parquet file: no footer at its end ({size} bytes)"
+        )
     try:
-        pq.read_metadata(path)
+        parquet_footer.metadata(path)
     except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: a damaged Parquet footer ({_first_line(exc)})") from None
+        raise InputError(f"{shown(path)}: a damaged Parquet footer ({_first_line(exc)})") from None
 
 
 def read_table_export(
@@ -396,9 +410,9 @@ def read_table_export(
     if table not in TABLE_COLUMNS:
         raise ConfigError(f"unknown table {table!r}; one of {', '.join(TABLE_COLUMNS)}")
     if path.suffix not in (".csv", ".parquet"):
-        raise ConfigError(f"{path.name}: expected a .csv or .parquet export")
+        raise ConfigError(f"{shown(path.name)}: expected a .csv or .parquet export")
     if not path.exists():
-        raise InputError(f"{path} does not exist")
+        raise InputError(f"{shown(path)} does not exist")
     spark.dataSource.register(CqlshCsvSource)
     copy = read_copy_options(path.parent) if path.suffix == ".csv" else CopyOptions()
     return _read_table(spark, TableFile(table, path, path.suffix[1:], copy=copy), chunk_bytes)
@@ -440,8 +454,8 @@ def _read_csv(spark: SparkSession, table_file: TableFile, chunk_bytes: int) -> D
     header = _csv_header(table_file)
     return (
         spark.read.format(CqlshCsvSource.name())
-        .option("path", str(table_file.path))
-        .option("parts", json.dumps([str(p) for p in table_file.parts]))
+        .option("path", shown(table_file.path))
+        .option("parts", json.dumps([shown(p) for p in table_file.parts]))
         .option("copy", table_file.copy.to_json())
         .option("table", table_file.table)
         .option("header", json.dumps(header))
@@ -454,7 +468,7 @@ def _csv_header(table_file: TableFile) -> list[str]:
     """The column names of a cqlsh CSV file's header line, checked against the table's."""
     import csv
 
-    name = table_file.path.name
+    name = shown(table_file.path.name)
     with open(table_file.path, "rb") as stream:
         first = stream.readline()
     if not first.strip():
@@ -499,7 +513,7 @@ def _read_parquet(spark: SparkSession, table_file: TableFile) -> DataFrame:
         found = frame.schema
     except Exception as exc:
         raise InputError(
-            f"{table_file.path}: cannot be read as Parquet ({_first_line(exc)})"
+            f"{shown(table_file.path)}: cannot be read as Parquet ({_first_line(exc)})"
         ) from None
     expected = [n for n, _ in TABLE_COLUMNS[table_file.table]]
     _check_columns(name, [f.name for f in found.fields], expected, "columns")
@@ -616,7 +630,7 @@ class CqlshCsvSource(TableSource):
     Options: ``path``, ``table`` (a key of TABLE_COLUMNS), ``header`` (JSON list of the file's
     column names, in file order; checked by the caller), ``chunk_bytes`` (partition size),
     ``parts`` (JSON list of the files cqlsh split the export into after `path`, which have no
-    header line; none by default).
+    header line; none by default). Files are named by their escaped text (`names.shown`).
     The schema is the table's canonical one (schema.py), without ``table_version``.
     """
 
@@ -666,7 +680,7 @@ class CqlshCsvReader(DataSourceReader):
         ranges = []
         for index, path in enumerate(self.paths):
             try:
-                size = os.path.getsize(path)
+                size = os.path.getsize(fs_path(path))
             except OSError as exc:
                 raise InputError(f"{Path(path).name}: cannot be read ({exc.strerror})") from None
             count = max(1, -(-size // self.chunk_bytes))
@@ -696,7 +710,7 @@ class CqlshCsvReader(DataSourceReader):
         empties = ["" if copy.null and is_text(types[column]) else None for column in self.header]
         order = [self.header.index(column) for column, _ in TABLE_COLUMNS[self.table]]
         width = len(self.header)
-        with open(path, "rb") as stream:
+        with open(fs_path(path), "rb") as stream:
             if partition.start == 0:
                 if partition.file == 0:
                     stream.readline()  # the header line, checked on the driver (split files
@@ -760,7 +774,7 @@ def _line_number(path: str, offset: int) -> int:
     """1-based number of the line starting at byte `offset` (only computed for a message)."""
     count = 0
     remaining = offset
-    with open(path, "rb") as stream:
+    with open(fs_path(path), "rb") as stream:
         while remaining > 0:
             block = stream.read(min(remaining, 1 << 20))
             if not block:

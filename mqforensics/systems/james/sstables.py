@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqforensics.errors import ConfigError, InputError
+from mqforensics.names import shown
 from mqforensics.systems.james.schema import (
     BROWSE_START_TABLE,
     DELETED_TABLE,
@@ -106,7 +107,9 @@ def locate(directory: Path) -> dict[str, TableSSTables]:
     enqueued table under ``enqueued`` too); an InputError for a missing table or a file of a
     version Cassandra 5.0 cannot read, a ConfigError for a table found in two places."""
     if not directory.is_dir():
-        raise InputError(f"SSTable directory {directory} does not exist or is not a directory")
+        raise InputError(
+            f"SSTable directory {shown(directory)} does not exist or is not a directory"
+        )
     holders: dict[str, list[Path]] = {}
     for data_file in sorted(directory.rglob("*-Data.db")):
         table_dir = _table_directory(data_file.parent)
@@ -120,7 +123,8 @@ def locate(directory: Path) -> dict[str, TableSSTables]:
     for table, places in holders.items():
         if len(places) > 1:
             raise ConfigError(
-                f"{directory} holds SSTables of {table} in {places[0]} and {places[1]}: point "
+                f"{shown(directory)} holds SSTables of {table} in {shown(places[0])} and "
+                f"{shown(places[1])}: point "
                 "at one snapshot (<table>-<id>/snapshots/<tag>) or one copy of it"
             )
         files = tuple(sorted(places[0].glob("*-Data.db")))
@@ -131,12 +135,13 @@ def locate(directory: Path) -> dict[str, TableSSTables]:
         missing.insert(0, " or ".join(ENQUEUED_TABLES))
     if missing:
         raise InputError(
-            f"{directory} holds no SSTables of table(s) {', '.join(missing)} (expected "
+            f"{shown(directory)} holds no SSTables of table(s) {', '.join(missing)} (expected "
             "<table>-<id>/ directories of *-Data.db files, as nodetool snapshot writes them)"
         )
     if len(enqueued) > 1:
         raise ConfigError(
-            f"{directory} holds SSTables of both {enqueued[0].table} and {enqueued[1].table}; "
+            f"{shown(directory)} holds SSTables of both {enqueued[0].table} and "
+            f"{enqueued[1].table}; "
             "give the directory of one James version's tables"
         )
     for tables in found.values():
@@ -160,13 +165,13 @@ def _check(tables: TableSSTables) -> None:
         if not readable(sstable_format, version):
             release = _RELEASES.get(version, "an unknown version")
             raise InputError(
-                f"{data_file}: SSTable format {sstable_format!r} version {version!r} "
+                f"{shown(data_file)}: SSTable format {sstable_format!r} version {version!r} "
                 f"({release}) cannot be read by Cassandra 5.0 (it reads big ma..oa, Cassandra "
                 "3.0 to 5.0, and bti da); upgrade the SSTables with nodetool upgradesstables"
             )
     if not tables.schema.is_file():
         raise InputError(
-            f"{tables.directory}: no schema.cql beside the SSTables of {tables.table} "
+            f"{shown(tables.directory)}: no schema.cql beside the SSTables of {tables.table} "
             "(nodetool snapshot writes one; copy it from a snapshot of the same table)"
         )
 
@@ -219,7 +224,7 @@ def private_schema(tables: TableSSTables) -> list[str]:
             )  # fmt: skip
         moved.append(statement)
     if not moved:
-        raise InputError(f"{tables.schema}: no CREATE TABLE statement")
+        raise InputError(f"{shown(tables.schema)}: no CREATE TABLE statement")
     return moved
 
 
@@ -310,6 +315,6 @@ def _import(info: dict, tables: TableSSTables) -> None:
     imported = [f for d in data.glob(f"{tables.table}-*") for f in d.glob("*-Data.db")]
     if len(imported) < len(tables.data_files):
         raise InputError(
-            f"{tables.directory}: Cassandra imported {len(imported)} of the "
+            f"{shown(tables.directory)}: Cassandra imported {len(imported)} of the "
             f"{len(tables.data_files)} SSTable(s) of {tables.table} (see its log)"
         )
