@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from mqforensics.credentials import Login, carries_credentials, instead_text, mask_secrets, shown
 from mqforensics.errors import ConfigError
+from mqforensics.filenames import shown as shown_name
 from mqforensics.units import checked_duration, checked_instant, duration_text, utc_text
 
 _META = "mqforensics.option"
@@ -371,6 +372,8 @@ def _json_value(value: Any) -> Any:
         return [_json_value(v) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
+    if isinstance(value, Path) or not str(value).isprintable():
+        return mask_secrets(shown_name(str(value)))  # a file name is bytes: docs/filenames.md
     return mask_secrets(str(value))
 
 

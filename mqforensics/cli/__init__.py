@@ -37,6 +37,7 @@ from mqforensics.cli import (
 )
 from mqforensics.credentials import HIDDEN, mask_secrets
 from mqforensics.errors import ConfigError, MqfError, explain
+from mqforensics.filenames import printable_line
 from mqforensics.privacy import pseudonymize_text
 from mqforensics.version import __version__
 
@@ -90,7 +91,7 @@ def _error(message: str, *, reveal_addresses: bool = False) -> None:
     text = mask_secrets(message)
     if not reveal_addresses:
         text = pseudonymized(text)
-    print(f"mqforensics: error: {text}", file=sys.stderr)
+    print(f"mqforensics: error: {printable_line(text)}", file=sys.stderr)
 
 
 # A value an error message quotes: ``cannot parse 'victor@example.com' as int``.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.file_digest import file_digest
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.purge import faults
 from mqforensics.purge.contract import TargetChanged
 from mqforensics.retention.manifest import fsync_directory

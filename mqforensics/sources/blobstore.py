@@ -12,8 +12,8 @@ above) or ``hex``: 17 key ranges cut at the hex digits, listed in parallel with 
 ``StartAfter``, for flat buckets of UUID/hash keys. ``hex`` relies on S3's listing order (UTF-8
 binary order of keys), which SeaweedFS also keeps for keys without ``/``.
 
-A local directory is named by its escaped text (`names.shown`, docs/names.md; `read_blobs` passes
-it so) and walked by exactly its bytes (`names.fs_path`); a file whose name is not valid UTF-8 is
+A local directory is named by its escaped text (docs/filenames.md; `read_blobs` passes
+it so) and walked by its bytes (`filenames.fs_path`); a file whose name is not valid UTF-8 is
 listed like any other, its ``bucket`` and ``key`` escaped the same way.
 """
 
@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import AuthenticationFailed, ConfigError, InputError, ServerUnavailable
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -15,12 +15,12 @@ to Spark's own inference, as if this module did not exist.
 timestamps) on the driver, as Spark's reader would give them, for a table held in the query
 plan; any other column, or more rows, is left to Spark the same way.
 
-File names are bytes (docs/names.md): every file is opened by Python here, so a name that is
+File names are bytes (docs/filenames.md): every file is opened by Python here, so a name that is
 not valid UTF-8 reads like any other. Spark (the JVM) names a file by a Java string and cannot
 open such a name however it is written (a percent-encoded URI decodes to U+FFFD), so `read`
 hands a table holding one to the Python data source ``mqf_parquet_files``
 (`ParquetFilesSource`: pyarrow in Spark's Python workers, one task per file or slice of row
-groups, the files named by their escaped text, `names.shown`); every other table is still
+groups, the files named by their escaped text, `filenames.shown`); every other table is still
 Spark's own read. Messages name a file by its escaped text.
 """
 
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 
 if TYPE_CHECKING:
     import pyarrow
@@ -248,7 +248,7 @@ def _read_in_python(spark: SparkSession, files: list[Path]) -> DataFrame:
 
 @dataclass
 class RowGroups(InputPartition):
-    """Row groups `groups` of the Parquet file named `file` (escaped text, `names.shown`)."""
+    """Row groups `groups` of the Parquet file named `file` (escaped text, `filenames.shown`)."""
 
     file: str
     groups: list[int]
@@ -258,7 +258,7 @@ class ParquetFilesSource(DataSource):
     """``spark.read.format("mqf_parquet_files")``: Parquet data files read with pyarrow in
     Spark's Python workers, for names Spark cannot open (see the module docstring).
 
-    Options: ``files``, a JSON list of the files' escaped text (`names.shown`); the schema is
+    Options: ``files``, a JSON list of the files' escaped text (`filenames.shown`); the schema is
     the caller's (``.schema(...)``): each column read by name (case-insensitively, as Spark
     does; a file without it gives nulls) and cast to Spark's Arrow type of it, a timestamp
     without a time zone taken as UTC (as Spark reads Parquet's INT96)."""

@@ -9,7 +9,7 @@ refused before Spark starts, saying what the file starts with (`sniff`). No Spar
 options check (`options.CyrusOptions.check`) and the Spark reader (`fleet`) both use it.
 
 A file is named, in a `Database`'s ``source`` and in every message, by its escaped text
-(`names.shown`, docs/names.md): a name that is not valid UTF-8 keeps its bytes as ``\\xNN``.
+(`filenames.shown`, docs/filenames.md): a name that is not valid UTF-8 keeps its bytes as ``\\xNN``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.systems.cyrus import dumps, records, skiplist, twoskip
 from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.records import MailboxEntry
@@ -137,7 +137,7 @@ def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
 
 def read_database(path: Path) -> Database:
     """Read one input, its type found from its content (see the module docstring); its
-    ``source`` is the path's escaped text (`names.shown`)."""
+    ``source`` is the path's escaped text (`filenames.shown`)."""
     check_file(path)
     data = path.read_bytes()
     sniff(path, data[:SNIFF_BYTES])

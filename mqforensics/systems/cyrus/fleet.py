@@ -15,9 +15,9 @@ records):
   `records.classify_key`; ``name`` is the intname (a 3.6+ dbname converted). Integrity problems
   are not rows here; they are the ``integrity`` findings.
 
-Options: ``paths`` (JSON list) or ``path``, each file's escaped text (`names.shown`,
-docs/names.md: a name that is not valid UTF-8 keeps its bytes as ``\\xNN``, and is opened by
-exactly those bytes, `names.fs_path`); nothing else (the server settings the checks judge with
+Options: ``paths`` (JSON list) or ``path``, each file's escaped text (`filenames.shown`,
+docs/filenames.md: a name that is not valid UTF-8 keeps its bytes as ``\\xNN``, and is opened by
+exactly those bytes, `filenames.fs_path`); nothing else (the server settings the checks judge with
 are theirs, `options.Settings`). The functions take paths as given, made absolute and escaped
 (the ``file`` column and the findings' ``detail.file``). A missing or unreadable path
 is an InputError on the driver before any job. A file that is no database (or a malformed dump)
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.spark import computed
 from mqforensics.systems.cyrus import dbchecks, records
 from mqforensics.systems.cyrus.database import (
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class FilePartition(InputPartition):
-    """One input file (its escaped text, `names.shown`), read whole by one Spark task."""
+    """One input file (its escaped text, `filenames.shown`), read whole by one Spark task."""
 
     path: str
 
@@ -175,7 +175,7 @@ SOURCES = (CyrusMailboxesSource, CyrusFleetSource)
 
 def _checked(paths: Sequence[str | Path]) -> list[str]:
     """`paths` made absolute, each a readable file named once, as escaped text
-    (`names.shown`); InputError/ConfigError if not."""
+    (`filenames.shown`); InputError/ConfigError if not."""
     if isinstance(paths, str | Path):
         paths = [paths]
     return [shown(path.absolute()) for path in checked_paths(paths)]

@@ -7,16 +7,16 @@ Spark, one task per file (`fleet`), into the frames (`frames.CyrusFrames`); the 
 findings, and ``sharing.json`` (who can see whose mailbox) is written next to them,
 pseudonymised (`pseudonyms`) unless ``--reveal-addresses``.
 
-Every file is named by its escaped text (`names.shown`, docs/names.md) in the frames, findings,
+Every file is named by its escaped text (docs/filenames.md) in the frames, findings,
 inputs and notes; a name that is not valid UTF-8 (or holds a control character) is read like any
-other, and the audit says so in one note (`names.odd_names_note`).
+other, and the audit says so in one note (`filenames.odd_names_note`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqforensics.names import is_odd, odd_names_note, shown
+from mqforensics.filenames import is_odd, odd_names_note, shown
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.cyrus import pseudonyms
 from mqforensics.systems.cyrus.database import checked_paths

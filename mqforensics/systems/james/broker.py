@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.errors import AuthenticationFailed, InputError, ServerUnavailable
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -276,7 +276,7 @@ def check_export(directory: Path) -> None:
 
 def read_export(directory: Path, vhost: str | None = None) -> BrokerRead:
     """An export directory: ``queues.json`` and optional ``messages/<broker queue>.json``
-    (files named by their escaped text, `names.shown`, docs/names.md)."""
+    (files named by their escaped text, `filenames.shown`, docs/filenames.md)."""
     check_export(directory)
     where = shown(directory / QUEUES_FILE)
     queues = parse_queues(_read_json(directory / QUEUES_FILE), where, vhost)

@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from mqforensics import names
+from mqforensics import filenames
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.systems.james.schema import TABLE_COLUMNS
 from mqforensics.systems.james.table_source import TableSource
@@ -90,8 +90,8 @@ def _open(path: Path) -> IO[bytes]:
 
 def shown(path: Path) -> str:
     """A file of an unload as messages name it: ``<table>/output-000001.csv`` (every table's
-    files have the same names), escaped (`names.shown`, docs/names.md)."""
-    return names.shown(f"{path.parent.name}/{path.name}")
+    files have the same names), escaped (`filenames.shown`, docs/filenames.md)."""
+    return filenames.shown(f"{path.parent.name}/{path.name}")
 
 
 def csv_header(path: Path) -> list[str]:

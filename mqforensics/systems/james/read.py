@@ -6,7 +6,7 @@ or ``sstables=DIR``, optionally a blob listing and a broker), the loader into th
 The plan header gets where the state was read from, as ``host:port`` and ``s3://bucket`` only:
 never a credential.
 
-Local files and directories are named by their escaped text (`names.shown`, docs/names.md) in
+Local files and directories are named by their escaped text (docs/filenames.md) in
 the source, the inputs, the plan header and every message; one whose name is not valid UTF-8 (or
 holds a control character) is read like any other, and the audit says so in one note
 (`odd_names`).
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import is_odd, odd_names_note, shown
+from mqforensics.filenames import is_odd, odd_names_note, shown
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.options import (
@@ -371,8 +371,8 @@ def fingerprint(path: Path) -> dict[str, Any]:
 
 
 def odd_names(options: JamesOptions) -> list[str]:
-    """The escaped names (`names.shown`) of the local inputs and files the audit read whose
-    names are odd (`names.is_odd`): each input given (snapshot, SSTables, blob listing or
+    """The escaped names (`filenames.shown`) of the local inputs and files the audit read whose
+    names are odd (`filenames.is_odd`): each input given (snapshot, SSTables, blob listing or
     directory, S3 Inventory report, broker export), each file of the snapshot's tables and of
     the broker export; a name below an odd one listed is not listed again."""
     from mqforensics.sources import parquet_footer

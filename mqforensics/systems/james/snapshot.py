@@ -29,11 +29,11 @@ workers and never collected. That split is exact because cqlsh writes one line p
 formatter escapes every control character, line breaks included (cqlsh_values.py). A bad field
 raises InputError naming the file, the line and the column; line numbers are counted only then.
 
-File names are bytes (docs/names.md): a snapshot directory or a part file whose name is not valid
+Names are bytes (docs/filenames.md): a snapshot directory or a part file whose name is not valid
 UTF-8 is read like any other (Spark cannot open such a name: `parquet_footer.read` then reads the
 table through Python), and every message, note and source names it by its escaped text
-(`names.shown`); the CSV reader's options carry that text and open exactly its bytes
-(`names.fs_path`).
+(`filenames.shown`); the CSV reader's options carry that text and open exactly its bytes
+(`filenames.fs_path`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from mqforensics import errors
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.sources import parquet_footer
 from mqforensics.spark import local_frame
 from mqforensics.systems.james import config_history, dsbulk
@@ -630,7 +630,7 @@ class CqlshCsvSource(TableSource):
     Options: ``path``, ``table`` (a key of TABLE_COLUMNS), ``header`` (JSON list of the file's
     column names, in file order; checked by the caller), ``chunk_bytes`` (partition size),
     ``parts`` (JSON list of the files cqlsh split the export into after `path`, which have no
-    header line; none by default). Files are named by their escaped text (`names.shown`).
+    header line; none by default). Files are named by their escaped text (`filenames.shown`).
     The schema is the table's canonical one (schema.py), without ``table_version``.
     """
 

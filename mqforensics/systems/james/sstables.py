@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.systems.james.schema import (
     BROWSE_START_TABLE,
     DELETED_TABLE,

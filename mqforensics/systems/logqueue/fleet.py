@@ -5,7 +5,7 @@ directory of the ``dirs`` option (a JSON list; ``restart.lq`` and the spool are 
 reading it with `segment.read_segment`, so a damaged file never fails the task:
 
 - ``logqueue_records`` (`read_records`): one row per whole, CRC-valid record, `RECORDS`:
-  ``queue`` is the directory (resolved, absolute, as escaped text: `names.shown`), ``file``
+  ``queue`` is the directory (resolved, absolute, as escaped text: `filenames.shown`), ``file``
   the segment's file name, ``segment``/``offset`` its position (the number in the file's
   name: the format's reading rule 3), ``values`` the decoded payload as a JSON object (lists
   for tuples), ``message_id`` the UUID text (zeros for RESTART). A number that does not fit
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.segment import (
     SegmentFile,
@@ -204,7 +204,7 @@ SOURCES = (LogqueueRecordsSource, LogqueueSegmentsSource)
 
 def checked_dirs(dirs: Sequence[str | Path]) -> list[str]:
     """`dirs` resolved, each a readable directory given once whose segment files are readable
-    (as the file system names them; every frame names a queue as its `names.shown` text);
+    (as the file system names them; every frame names a queue as its `filenames.shown` text);
     InputError (naming the path) or ConfigError if not."""
     if isinstance(dirs, str | Path):
         dirs = [dirs]

@@ -26,7 +26,7 @@ Frames of `LogQueueState` (positions are segment/offset column pairs; a position
   envelope's spool name and ``spool_bytes`` its file's size (null: no such file).
 
 Every frame names its queue directory, and the spool frame and ``spool`` each spool file, as
-escaped text (`names.shown`, docs/names.md): a spool file whose name is not valid UTF-8 is
+escaped text (`filenames.shown`, docs/filenames.md): a spool file whose name is not valid UTF-8 is
 listed like any other (no envelope can name it: its name is a string of the format).
 - ``queues`` (`QUEUES`): one row per directory: the saved suffix and where it came from, the
   garbage end, the end of the log, ``bytes_behind`` (segment bytes from the saved suffix to the
@@ -60,7 +60,7 @@ from pyspark.sql.types import (
 )
 
 from mqforensics.errors import InputError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.spark import computed
 from mqforensics.systems.logqueue import fleet, layout
 from mqforensics.systems.logqueue import format as fmt

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue.segment import read_segment, segment_number_of
 

@@ -4,8 +4,8 @@ At apply time the executor re-reads ``restart.lq`` and the file: the segment mus
 below the live saved suffix and have the planned size and SHA-256, else the action is skipped.
 Its census is whether every segment from the live saved suffix to the newest is present: a
 running queue appends, rotates and deletes its own garbage meanwhile, but a gap there would be
-a segment its restart needs. A plan names each queue directory as escaped text (`names.shown`,
-docs/names.md): the files checked and deleted are those of exactly the bytes it stands for.
+a segment its restart needs. A plan names each queue directory as escaped text (`filenames.shown`,
+docs/filenames.md): the files checked and deleted are those of exactly the bytes it stands for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError
-from mqforensics.names import fs_path
+from mqforensics.filenames import fs_path
 from mqforensics.purge.contract import Operations, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, mismatch, unlink_checked
 from mqforensics.retention.manifest import Action, Plan

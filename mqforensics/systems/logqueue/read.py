@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.names import fs_path, is_odd, odd_names_note, shown, unescaped
+from mqforensics.filenames import fs_path, is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.logqueue import layout
 from mqforensics.systems.logqueue.options import LogQueueOptions, Settings

@@ -7,8 +7,8 @@ log: `logs.read_log`). The derived frames (`frames`) are projections of this one
 Columns (a `None` where a value does not apply or could not be read):
 
 - where: ``host`` and ``queue_dir`` (the `queue_dir.QueueDir`), ``queue``, ``path`` (absolute),
-  ``queue_id`` (the file name), each as escaped text (`names.shown`: a name that is not valid
-  UTF-8 keeps its bytes as ``\\xNN``, docs/names.md), ``id_kind`` (``short``, ``long``,
+  ``queue_id`` (the file name), each as escaped text (`filenames.shown`: a name that is not valid
+  UTF-8 keeps its bytes as ``\\xNN``, docs/filenames.md), ``id_kind`` (``short``, ``long``,
   ``not_an_id``), ``kind`` (``message`` or ``log``);
 - the file: ``size``, ``mode`` (permission bits), ``ready`` (mode says complete), ``forced_expire``
   (group-execute bit), ``modified``, ``inode``, ``digest`` (sha256 hex), ``read_error`` (why it
@@ -32,7 +32,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.systems.postfix import queue_dir as layout
 from mqforensics.systems.postfix.envelope import read_envelope
 from mqforensics.systems.postfix.logs import read_log

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.options import Options, option
 from mqforensics.spec import refuse_checkout_sample
 from mqforensics.systems.postfix.postconf import Lifetimes, lifetimes

@@ -18,8 +18,8 @@ then have Postfix delete exactly that message, or (an orphan log) delete the fil
   (`held_unlink`): a log rewritten after the hold is kept. The remaining window is a writer
   with the log already open appending between the held check and the unlink.
 
-A plan names every file, queue directory and queue id as escaped text (`names.shown`,
-docs/names.md); each is turned back into its exact bytes (`names.fs_path`) for every check and
+A plan names every file, queue directory and queue id as escaped text (`filenames.shown`,
+docs/filenames.md); each is turned back into its bytes (`filenames.fs_path`) for every check and
 deletion, and every path said in a verdict is escaped text again.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.file_digest import file_digest
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.purge.contract import Operations, TargetChanged, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, unlink_checked
 from mqforensics.retention.manifest import Action, Plan

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 
 MESSAGE_QUEUES = ("maildrop", "incoming", "active", "deferred", "hold", "corrupt", "saved")
 LOG_QUEUES = ("defer", "bounce", "trace")
@@ -86,7 +86,7 @@ def possible_paths(root: str, queue: str, queue_id: str) -> list[str]:
 class QueueDir:
     """One host's queue directory: `host` names it in findings (the directory when not given).
     Both are as the file system gives them (a byte that is not UTF-8 as a surrogate); whatever
-    is shown or written carries them as `names.shown`."""
+    is shown or written carries them as `filenames.shown`."""
 
     host: str
     path: str

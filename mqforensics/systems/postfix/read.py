@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.names import is_odd, odd_names_note, shown, unescaped
+from mqforensics.filenames import is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.postfix.frames import PostfixFrames
 from mqforensics.systems.postfix.options import PostfixOptions, Settings

@@ -9,7 +9,7 @@ vanishes between listing and reading (the queue is running) is simply absent.
 
 Every name is read, whatever its bytes (a copy made under another locale, a file an operator put
 there): a `DiskLayout` and the listing hold names as the file system gives them, and every
-item carries its store, id and paths as escaped text (`names.shown`, docs/names.md).
+item carries its store, id and paths as escaped text (`filenames.shown`, docs/filenames.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
-from mqforensics.names import shown
+from mqforensics.filenames import shown
 from mqforensics.systems.slimta import safe_pickle
 from mqforensics.systems.slimta.items import MESSAGE, MISSING, OK, TMP_FILE, Item, Part
 
@@ -35,7 +35,7 @@ UNREADABLE = "unreadable"
 @dataclass(frozen=True)
 class DiskLayout:
     """The three directories of one DiskStorage (file-system paths); `store` (the env_dir)
-    names it in findings (as `names.shown` text)."""
+    names it in findings (as `filenames.shown` text)."""
 
     env_dir: str
     meta_dir: str

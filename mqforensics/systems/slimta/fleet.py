@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.sources.blobstore import S3Endpoint
 from mqforensics.systems.slimta import cloud, disk, redis_store
 from mqforensics.systems.slimta.items import ITEMS, Item

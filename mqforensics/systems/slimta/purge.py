@@ -13,8 +13,8 @@ One executor per backend (python-slimta 5.0.5 layouts, see `disk`, `redis_store`
   inode before any is unlinked (`held_unlink`), so a rewrite between the check and the unlink
   puts both files back and skips the action; the remaining window is a write through a file
   descriptor opened before the hold, between the held file's check and its unlink. The plan
-  names the store, the id and every file as escaped text (`names.shown`, docs/names.md): each is
-  checked and deleted by exactly the bytes it stands for (`names.fs_path`).
+  names the store, the id and every file as escaped text (docs/filenames.md): each is
+  checked and deleted by exactly the bytes it stands for (`filenames.fs_path`).
 * `RedisExecutor` (``slimta.delete_redis_hash``, ``slimta.remove_queue_entry``): after the rate
   wait, the last check ``WATCH``es what it reads (the hash; the list and the message key), then
   reads it on that connection (TYPE and HGETALL against the planned digest; the entry still in
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.names import fs_path, shown
+from mqforensics.filenames import fs_path, shown
 from mqforensics.purge.contract import Operations, TargetChanged, Verdict
 from mqforensics.purge.held_unlink import (
     NOT_REGULAR,

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.names import LISTED, is_odd, odd_names_note, shown, unescaped
+from mqforensics.filenames import LISTED, is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.slimta.disk import DiskLayout, foreign_tmp_files
 from mqforensics.systems.slimta.frames import SlimtaFrames
@@ -64,7 +64,7 @@ def _shown_or_none(path: str | None) -> str | None:
 
 
 def _odd_dirs(stores: Stores) -> list[str]:
-    """The DiskStorage directories whose own names are odd (`names.is_odd`), escaped."""
+    """The DiskStorage directories whose own names are odd (`filenames.is_odd`), escaped."""
     layout = stores.disk
     if layout is None:
         return []

@@ -1,4 +1,4 @@
-"""File names that are not valid UTF-8 in a Cyrus fleet (docs/names.md): the bundled sample copied
+"""Names that are not valid UTF-8 in a Cyrus fleet (docs/filenames.md): the bundled sample copied
 with backend1's database renamed ``backend1-\\xfe/mailboxes-\\xff.db`` (and backend2's directory
 holding a backslash, escaped but not odd) is audited like the sample (the findings of its
 ANOMALIES.md), every file subject, detail and input names the file by its escaped text, the audit
@@ -17,7 +17,7 @@ import pytest
 import mqforensics
 from mqforensics.cli import main
 from mqforensics.errors import InputError
-from mqforensics.names import odd_names_note, shown
+from mqforensics.filenames import odd_names_note, shown
 
 SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "cyrus" / "sample"
 ODD_DB = b"backend1-\xfe/mailboxes-\xff.db"

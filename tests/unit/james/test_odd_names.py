@@ -1,4 +1,4 @@
-"""File names that are not valid UTF-8 in a James snapshot (docs/names.md): the bundled sample
+"""File names that are not valid UTF-8 in a James snapshot (docs/filenames.md): the bundled sample
 copied into a directory ``export-\\xff`` with a part file of the view renamed
 ``part-00001-\\xfe.parquet`` (which Spark cannot open: it is read through Python) is audited
 like the sample (exactly its ground truth), its inputs are named by their escaped text, the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import mqforensics
 from mqforensics.cli import main
-from mqforensics.names import odd_names_note, shown
+from mqforensics.filenames import odd_names_note, shown
 from mqforensics.sample_demo import compare_with_ground_truth
 from mqforensics.systems.james.options import JamesOptions
 from mqforensics.systems.james.read import odd_names

@@ -1,4 +1,4 @@
-"""File names that are not valid UTF-8 in a log queue (docs/names.md). The bundled ``outbound``
+"""File names that are not valid UTF-8 in a log queue (docs/filenames.md). The bundled ``outbound``
 queue is copied twice, as ``outbound-XY`` and as ``outbound`` + bytes ``ff fe``; in each a spool
 file is renamed and one added, with ``XY`` or ``ff fe`` in their names (no envelope can name
 such a spool file: its message loses its content). One audit of both gives the same findings
@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import mqforensics
-from mqforensics.names import odd_names_note, shown, unescaped
+from mqforensics.filenames import odd_names_note, shown, unescaped
 from mqforensics.systems.logqueue.sample import SAMPLE
 
 AS_OF = json.loads((SAMPLE / "sample.json").read_text())["as_of"]

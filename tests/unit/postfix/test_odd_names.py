@@ -1,4 +1,4 @@
-"""File names that are not valid UTF-8 in a Postfix queue directory (docs/names.md): the bundled
+"""File names that are not valid UTF-8 in a Postfix queue directory (docs/filenames.md): the bundled
 sample, copied to a directory whose name ends in the byte ``ff``, with a held message and its
 defer log, and the orphan defer log, renamed to ids ending in the bytes ``ff fe``, is audited
 like the sample (the same findings), each renamed file's subject
@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import mqforensics
-from mqforensics.names import odd_names_note, shown
+from mqforensics.filenames import odd_names_note, shown
 from mqforensics.systems.postfix.plan import DELETE_ORPHAN_LOG, NOT_AN_ID, POSTSUPER_DELETE
 from mqforensics.systems.postfix.sample import BUNDLED, materialize
 

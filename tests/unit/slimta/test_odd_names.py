@@ -1,4 +1,4 @@
-"""File names that are not valid UTF-8 in a slimta DiskStorage (docs/names.md): the bundled sample,
+"""Names that are not valid UTF-8 in a slimta DiskStorage (docs/filenames.md): the bundled sample,
 copied under a directory whose name ends in the byte ``fe``, with messages and a tmp file
 renamed to ids holding bytes like ``ff`` (an ``.env``/``.meta`` pair, a lone ``.env``, a tmp
 file, a fresh message), is audited like the sample (its planted findings, none ignored), each
@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import mqforensics
-from mqforensics.names import odd_names_note, shown, unescaped
+from mqforensics.filenames import odd_names_note, shown, unescaped
 from mqforensics.systems.slimta.plan import DELETE_FILES
 from mqforensics.systems.slimta.sample import BUNDLED, expected_findings, materialize
 

@@ -1,4 +1,4 @@
-"""File names are bytes: how every layer carries and shows one losslessly (docs/names.md).
+"""File names are bytes: how every layer carries and shows one losslessly (docs/filenames.md).
 
 A POSIX file name is any bytes but ``/`` and NUL; real spools and their copies hold names that are
 not valid UTF-8 (8-bit names from old tools, a copy made under another locale). Python gives
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["is_odd", "fs_path", "odd_names_note", "shown", "unescaped"]
+__all__ = ["fs_path", "is_odd", "odd_names_note", "printable_line", "shown", "unescaped"]
 
 LISTED = 3  # odd names a note lists before "and N more"
 
@@ -60,9 +60,9 @@ def unescaped(text: str) -> bytes:
         escape = match.group(1)
         if escape == "\\":
             return "\\"
-        return chr(0xDC00 + int(escape[1:], 16)) if int(escape[1:], 16) >= 0x80 else chr(
-            int(escape[1:], 16)
-        )
+        value = int(escape[1:], 16)
+        # A byte of 0x80 or more is not text alone: it goes back as its surrogate escape.
+        return chr(0xDC00 + value) if value >= 0x80 else chr(value)
 
     return _ESCAPE.sub(byte, text).encode("utf-8", "surrogateescape")
 
@@ -88,8 +88,28 @@ def odd_names_note(odd: list[str]) -> str | None:
     names = sorted(set(odd))
     listed = ", ".join(names[:LISTED])
     more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
-    noun = "file name is" if len(names) == 1 else "file names are"
-    return (
-        f"{len(names)} {noun} not valid UTF-8 or hold control characters, audited like any "
-        f"other and shown escaped (\\xNN per odd byte, docs/names.md): {listed}{more}"
+    what = (
+        "file name is not valid UTF-8 or holds a control character"
+        if len(names) == 1
+        else "file names are not valid UTF-8 or hold control characters"
     )
+    return (
+        f"{len(names)} {what}, audited like any "
+        f"other and shown escaped (\\xNN per odd byte, docs/filenames.md): {listed}{more}"
+    )
+
+
+def printable_line(text: str) -> str:
+    """`text` (a message that may quote a raw file name) as one printable line of valid UTF-8:
+    each undecodable byte (a lone surrogate) and control character written ``\\xNN`` as `shown`
+    writes it; backslashes are left alone (names already `shown` in it stay as they are)."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+            out.append("".join(f"\\x{b:02x}" for b in char.encode("utf-8")))
+        else:
+            out.append(char)
+    return "".join(out)
