@@ -237,12 +237,13 @@ class Audit:
 
     def summary(self) -> str:
         """Where it read, when it judged, and the findings per check and severity."""
-        from mqforensics.findings import summarise
+        from mqforensics.findings import summarise, verdict_line
 
         origin = "bundled sample" if self.bundled else "configured source"
+        ran = len(self.checks) - len(self.not_run)
         text = (
             f"{self.system}: {self.source} ({origin}, judged at {utc_text(self.as_of)})\n"
-            f"{summarise(self.rows)}"
+            f"{summarise(self.rows)}\n{verdict_line(self.rows, checks_run=ran)}"
         )
         for why, checks in runner.partial_by_reason(self.not_run).items():
             text += f"\nnot run: {', '.join(checks)}: {why}"
@@ -290,7 +291,7 @@ class Audit:
         return self.summary()
 
     def _repr_html_(self) -> str:
-        from mqforensics.findings import SEVERITIES
+        from mqforensics.findings import SEVERITIES, verdict_line
 
         counts: dict[tuple[str, str], int] = {}
         for row in self.rows:
@@ -315,8 +316,8 @@ class Audit:
         return (
             f"<div><b>{html.escape(self.title)}</b>: {html.escape(mask_secrets(self.source))} "
             f"({origin}, judged at {utc_text(self.as_of)})<br>"
-            f"{len(self.rows):,} findings of {ran} of {len(self.checks)} checks in "
-            f"{html.escape(str(self.out))}"
+            f"{html.escape(verdict_line(self.rows, checks_run=ran))}<br>"
+            f"written to {html.escape(str(self.out))}"
             f"<table><tr><th>check</th><th>severity</th><th>findings</th></tr>{body}</table>"
             + (f"<p>Not run:</p><ul>{not_run}</ul>" if not_run else "")
             + "<small>.findings (DataFrame) · .rows · .frames · .table() · .explore() · "

@@ -264,16 +264,127 @@ def read_findings(directory: Path, *, raw: bool = False) -> list[dict[str, Any]]
 
 
 def summarise(rows: list[dict[str, Any]]) -> str:
-    """A table of findings and bytes per check and severity."""
+    """A table of findings and bytes per check and severity; the bytes are ``-`` where no
+    finding of that check and severity records a size (`verdict_line` says it in one line)."""
     counts: Counter[tuple[str, str]] = Counter()
     size: Counter[tuple[str, str]] = Counter()
+    sized: set[tuple[str, str]] = set()
     for r in rows:
         counts[(r["check"], r["severity"])] += 1
-        size[(r["check"], r["severity"])] += r["bytes"] or 0
+        if r.get("bytes") is not None:
+            size[(r["check"], r["severity"])] += r["bytes"]
+            sized.add((r["check"], r["severity"]))
     width = max([22, *(len(check) + 2 for check, _ in counts)])
     lines = [f"{'check':<{width}}{'severity':<10}{'findings':>10}{'bytes':>16}"]
     for key, count in sorted(counts.items()):
-        lines.append(f"{key[0]:<{width}}{key[1]:<10}{count:>10,}{size[key]:>16,}")
+        held = f"{size[key]:,}" if key in sized else "-"
+        lines.append(f"{key[0]:<{width}}{key[1]:<10}{count:>10,}{held:>16}")
     if not rows:
         lines.append("(no findings)")
     return "\n".join(lines)
+
+
+# --- what an auditor quotes: the verdict, and the bytes findings hold ----------------------------
+
+ObjectKey = tuple[str, str, str]  # (system, scope, subject): one stored object
+
+
+def held_objects(rows: Iterable[dict[str, Any]]) -> dict[ObjectKey, int]:
+    """The stored objects some findings hold bytes in, each once, with its size: one object is
+    a (system, scope, subject), whatever check found it, and its size the largest any of its
+    findings records; a finding without a size (``bytes`` null) counts for nothing. An object
+    inside another of them is left out, its bytes being part of that one's: a finding whose
+    detail names its container by the container's scope (a James mail row's ``partition``,
+    when that partition is a finding too)."""
+    found = [r for r in rows if r.get("bytes") is not None]
+    sizes: dict[ObjectKey, int] = {}
+    for row in found:
+        key = object_key(row)
+        sizes[key] = max(sizes.get(key, 0), int(row["bytes"]))
+    scopes = {scope for _, scope, _ in sizes}
+    inside = set()
+    for row in found:
+        detail = _detail_of(row.get("detail"))
+        system, scope, _ = key = object_key(row)
+        for container in scopes - {scope}:
+            named = detail.get(container)
+            if isinstance(named, str) and (system, container, named) in sizes:
+                inside.add(key)
+    return {key: size for key, size in sizes.items() if key not in inside}
+
+
+def object_key(row: dict[str, Any]) -> ObjectKey:
+    """The stored object a finding is about: its system, scope and subject."""
+    return (str(row.get("system") or ""), str(row.get("scope") or ""), str(row.get("subject")))
+
+
+def _detail_of(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, str):
+        try:
+            detail = json.loads(detail)
+        except ValueError:
+            return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def size_text(count: float) -> str:
+    """A number of bytes as people read it: ``870 B``, ``2.1 KiB``, ``3.4 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(count) < 1024:
+            return f"{count:,.0f} {unit}" if unit == "B" else f"{count:,.1f} {unit}"
+        count /= 1024
+    return f"{count:,.1f} TiB"
+
+
+def held_text(rows: Iterable[dict[str, Any]]) -> str:
+    """What some findings hold, counted once per stored object (`held_objects`): ``8.1 KiB held
+    by 21 stored objects``, or ``no size recorded`` when none of them records one."""
+    from mqforensics.units import plural
+
+    objects = held_objects(rows)
+    if not objects:
+        return "no size recorded"
+    return f"{size_text(sum(objects.values()))} held by {plural(len(objects), 'stored object')}"
+
+
+def severity_counts(rows: Iterable[dict[str, Any]]) -> str:
+    """``22 errors, 11 warnings, 24 info``: findings per severity, worst first."""
+    from mqforensics.units import plural
+
+    counts = Counter(str(r.get("severity")) for r in rows)
+    words = {"info": "info", "critical": "critical"}
+    order = [*reversed(SEVERITIES), *sorted(set(counts) - set(SEVERITIES))]
+    return ", ".join(plural(counts[s], s, words.get(s)) for s in order if counts[s])
+
+
+def verdict_line(rows: list[dict[str, Any]], *, checks_run: int | None = None) -> str:
+    """An audit in one line an auditor can quote: ``verdict: 57 findings (22 errors, 11
+    warnings, 24 info) from 15 of the 17 checks run; 8.1 KiB held by 21 stored objects (each
+    counted once)``, or ``verdict: clean (no finding from the 17 checks run)``. `checks_run`:
+    how many checks ran (None: not said)."""
+    from mqforensics.units import plural
+
+    if not rows:
+        if checks_run is None:
+            return "verdict: clean (no finding)"
+        return f"verdict: clean (no finding from the {plural(checks_run, 'check')} run)"
+    checks = len({(r.get("system"), r.get("check")) for r in rows})
+    held = held_text(rows)
+    if held_objects(rows):
+        held += " (each counted once)"
+    return (
+        f"verdict: {plural(len(rows), 'finding')} ({severity_counts(rows)}) from "
+        f"{checks_found(checks, checks_run)}; {held}"
+    )
+
+
+def checks_found(checks: int, checks_run: int | None) -> str:
+    """How many checks found something, of how many ran: ``15 of the 17 checks run``, ``all 8
+    checks run``, ``the 1 check run``, or ``3 checks`` when how many ran is not known."""
+    from mqforensics.units import plural
+
+    if checks_run is None:
+        return plural(checks, "check")
+    if checks == checks_run:
+        return f"all {checks_run:,} checks run" if checks_run > 1 else "the 1 check run"
+    return f"{checks:,} of the {plural(checks_run, 'check')} run"

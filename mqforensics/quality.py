@@ -422,12 +422,23 @@ def failure_lines(report: QualityReport) -> list[str]:
 
 
 def render_text(report: QualityReport) -> str:
-    """A summary line followed by one line per failure (see `failure_lines`)."""
+    """A summary line, one line per failure (see `failure_lines`), then the verdict in one
+    line: ``verdict: every expectation passed`` or ``verdict: 2 of 44 expectations failed, in 1
+    of 3 suites``."""
+    from mqforensics.units import plural
+
     total = sum(len(s.expectations) for s in report.suites)
     failed = report.failures()
     seconds = sum(s.seconds for s in report.suites)
     head = (
-        f"quality {report.system}: {len(report.suites)} suites, {total} expectations, "
-        f"{len(failed)} failed ({seconds:.1f}s)"
+        f"quality {report.system}: {plural(len(report.suites), 'suite')}, "
+        f"{plural(total, 'expectation')}, {len(failed):,} failed ({seconds:.1f}s)"
     )
-    return "\n".join([head, *failure_lines(report)])
+    suites = sum(1 for s in report.suites if s.failures)
+    verdict = (
+        f"verdict: {len(failed):,} of {plural(total, 'expectation')} failed, in {suites:,} of "
+        f"{plural(len(report.suites), 'suite')}"
+        if failed
+        else "verdict: every expectation passed"
+    )
+    return "\n".join([head, *failure_lines(report), verdict])

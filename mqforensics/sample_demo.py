@@ -56,7 +56,7 @@ def run_sample(spark: SparkSession, spec: System, sample: Sample, common: Common
     """Audit `sample` (`sample_audit`), compare the findings with its ground truth and plan
     their cleanup with its policy into ``out/plan``, printing each step; 0 when the findings
     match the ground truth, else 1."""
-    from mqforensics.findings import summarise
+    from mqforensics.findings import summarise, verdict_line
     from mqforensics.units import utc_text
     from mqforensics.views.progress import spark_progress
 
@@ -67,6 +67,7 @@ def run_sample(spark: SparkSession, spec: System, sample: Sample, common: Common
     rows = result.findings
     print(f"{spec.title}: {result.loaded.source}, judged at {utc_text(result.as_of)}:")
     print(summarise(rows))
+    print(verdict_line(rows, checks_run=len(spec.checks) - len(result.loaded.not_run)))
     for why, checks in runner.partial_by_reason(result.loaded.not_run).items():
         print(f"not run: {', '.join(checks)}: {why}")
     print(f"Wrote {out / 'findings.json'}, findings.parquet and manifest.json")

@@ -50,14 +50,18 @@ def run_audit(args: argparse.Namespace) -> int:
     common = options_from(CommonOptions, args)
     audit = api.run_audit(spec, options_from(spec.options, args), common)
     audit.close()
-    print(f"{spec.title}: {audit.source}; judged at {utc_text(audit.as_of)}")
-    from mqforensics.findings import summarise
+    print(f"{spec.title}: {audit.source}, judged at {utc_text(audit.as_of)}:")
+    from mqforensics.findings import summarise, verdict_line
 
     print(summarise(audit.rows))
+    not_run = audit.manifest.get("not_run", {})
+    print(verdict_line(audit.rows, checks_run=len(spec.checks) - len(not_run)))
     for note in audit.notes:
         print(f"note: {note}")
     for why, checks in partial_by_reason(audit.partial).items():
         print(f"warning: partial results of {', '.join(checks)}: {why}", file=sys.stderr)
+    for why, checks in partial_by_reason(not_run).items():
+        print(f"warning: not run: {', '.join(checks)}: {why}", file=sys.stderr)
     written = [FINDINGS_JSON, "findings.parquet", *audit.outputs, MANIFEST]
     print(f"Wrote {', '.join(str(common.out / name) for name in written)}")
     return audit.status

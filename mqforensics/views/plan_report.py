@@ -232,9 +232,37 @@ def _build(
 
 
 def _inputs_section(inputs: dict[str, Any]) -> _Section:
+    """What the plan was made from, one readable field per value: a nested record (the audit:
+    directory, created at, findings sha256, source) as one field per key of it, named
+    ``audit directory``...; lists and records inside as plain text, never JSON."""
     if not inputs:
         return _Section("Inputs", ["none recorded"])
-    return _Section("Inputs", [_Fields([(str(k), _value(v)) for k, v in sorted(inputs.items())])])
+    pairs = []
+    for key, value in sorted(inputs.items()):
+        if isinstance(value, dict) and value:
+            pairs += [(f"{_label(key)} {_label(k)}", _plain(v)) for k, v in value.items()]
+        else:
+            pairs.append((_label(key), _plain(value)))
+    return _Section("Inputs", [_Fields(pairs)])
+
+
+def _label(key: Any) -> str:
+    """A JSON key as a field name: ``findings_sha256`` -> ``findings sha256``."""
+    return str(key).replace("_", " ")
+
+
+def _plain(value: Any) -> str:
+    """A JSON value as text a person reads: ``-`` for none, ``yes``/``no``, a list's items
+    joined with ``; ``, a record as ``key value`` pairs joined with ``, ``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return "; ".join(_plain(item) for item in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{_label(k)} {_plain(v)}" for k, v in value.items()) or "-"
+    return str(value)
 
 
 def _approval_status(plan: Plan) -> _Status:
@@ -594,7 +622,7 @@ def summary_line(plan: Plan) -> str:
     tombstones = sum(int(counts.get("tombstones", 0)) for counts in totals.values())
     deferred = sum((plan.header.get("deferred") or {}).values())
     return (
-        f"{plan.system} plan as of {plan.header.get('as_of')}: {plan.action_count} actions"
-        f"{f' ({kinds})' if kinds else ''}, {_size(size)}, {tombstones} tombstones, "
-        f"{deferred} deferred"
+        f"{plan.system} plan as of {plan.header.get('as_of')}: "
+        f"{plural(plan.action_count, 'action')}{f' ({kinds})' if kinds else ''}, {_size(size)}, "
+        f"{plural(tombstones, 'tombstone')}, {deferred:,} deferred"
     )

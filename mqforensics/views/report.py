@@ -50,6 +50,7 @@ class ReportInput:
     path: Path
     kind: str  # "findings", "plan" or "validation"
     rows: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None  # an audit's manifest.json, when it has one
     plan: Any = None
     journal: list[dict[str, Any]] | None = None
     quality: dict[str, Any] | None = None
@@ -65,7 +66,13 @@ def load_input(path: Path) -> list[ReportInput]:
     found: list[ReportInput] = []
     findings = path / "findings.json"
     if findings.is_file():
-        found.append(ReportInput(path, "findings", rows=_json_file(findings, list)))
+        manifest = path / "manifest.json"
+        found.append(
+            ReportInput(
+                path, "findings", rows=_json_file(findings, list),
+                manifest=_json_file(manifest, dict) if manifest.is_file() else None,
+            )
+        )  # fmt: skip
     if (path / PLAN_JSON).is_file():
         plan = read_plan(path)
         journal = None
@@ -134,21 +141,59 @@ class _Page:
         self.add(f'<figure><img alt="{self.show(alt)}" src="{data_uri(fig)}"/></figure>')
 
     def table(
-        self, headers: list[str], rows: list[list[Any]], numeric: tuple[int, ...] = ()
+        self,
+        headers: list[str],
+        rows: list[list[Any]],
+        numeric: tuple[int, ...] = (),
+        prose: tuple[int, ...] = (),
     ) -> None:
+        """A table: `numeric` columns right-aligned, `prose` ones (sentences) kept wide enough
+        to read, instants on one line."""
         head = "".join(f"<th>{self.show(h)}</th>" for h in headers)
         body = []
         for row in rows:
             cells = "".join(
                 f'<td class="n">{self.show(_number(v))}</td>'
                 if i in numeric
-                else f'<td class="t">{self.show(v)}</td>'
-                if isinstance(v, str) and _INSTANT.fullmatch(v)
-                else f"<td>{self.show(v)}</td>"
+                else f"<td{_classes(v, prose=i in prose)}>{self.show(v)}</td>"
                 for i, v in enumerate(row)
             )
             body.append(f"<tr>{cells}</tr>")
-        self.add(f"<table><tr>{head}</tr>{''.join(body)}</table>")
+        wide = ' class="many"' if len(headers) > _MANY_COLUMNS else ""
+        self.add(f"<table{wide}><tr>{head}</tr>{''.join(body)}</table>")
+
+    def record(self, headers: list[str], row: list[Any]) -> None:
+        """One row as a table of (heading, value) lines: a single finding reads down the page,
+        however many detail keys it has, instead of as a one-row table wider than it."""
+        lines = "".join(
+            f"<tr><th>{self.show(h)}</th><td{_classes(v)}>{self.show(v)}</td></tr>"
+            for h, v in zip(headers, row, strict=True)
+        )
+        self.add(f'<table class="record">{lines}</table>')
+
+
+# A table of more columns is printed smaller (``table.many``), to fit a page's width.
+_MANY_COLUMNS = 12
+
+
+# A cell holding a token (no space) this long may break it anywhere on paper (``td.k``):
+# shorter words and numbers never break.
+_LONG_TOKEN = 20
+_TOKENS = re.compile(r"\S+")
+
+
+def _classes(value: Any, *, prose: bool = False) -> str:
+    """The class attribute of a table cell of `value`: ``p`` in a column of sentences (kept
+    wide enough to read), ``t`` for an instant (one line on screen), ``k`` when it holds a
+    token longer than `_LONG_TOKEN` (an id, a path, a digest: on paper it may break anywhere,
+    so that a wide table fits the page's width)."""
+    text = value if isinstance(value, str) else ""
+    names = ["p"] if prose else []
+    if _INSTANT.fullmatch(text):
+        names.append("t")
+    if any(len(token) > _LONG_TOKEN for token in _TOKENS.findall(text)):
+        names.append("k")
+    return f' class="{" ".join(names)}"' if names else ""
 
 
 # An instant as findings write it: kept on one line in a table.
@@ -216,6 +261,17 @@ _EXTRA_CSS = (
     ".sev-error{border-color:#d64545}.sev-critical{border-color:#7a0d0d}"
     "p.same{color:#444;font-size:.95em}"
     ".wide{overflow-x:auto}.wide table{font-size:.9em}td.t{white-space:nowrap}"
+    "td.p{min-width:16em}p.note{color:#444;font-size:.9em;margin:.3em 0}"
+    "table.record th{text-align:left;font-weight:normal;color:#444;white-space:nowrap}"
+    "table.record td{max-width:60em}"
+    # On paper nothing scrolls: a wide table wraps its cells (long tokens anywhere) to the
+    # page's width, on a landscape page, instead of being cut at the margin.
+    "@page{size:landscape;margin:12mm}"
+    "@media print{body{margin:0;max-width:none;font-size:9pt}"
+    ".wide{overflow:visible}.wide table{font-size:7pt}.wide th,.wide td{padding:.1em .3em}"
+    ".wide table.many{font-size:6pt}.wide table.record{font-size:8pt}"
+    "td.t{white-space:normal}td.k{overflow-wrap:anywhere}td.p{min-width:9em}"
+    "tr,figure,.check{break-inside:avoid}h2,h3{break-after:avoid}}"
 )
 
 
@@ -267,14 +323,15 @@ class CheckSummary:
     check: str
     severity: str  # the worst of its findings
     findings: int
-    bytes: int
+    bytes: int | None  # what its findings hold, each stored object once; None: no size recorded
     addresses: int | None  # mail addresses its findings hold, when their details say
     subjects: int | None  # distinct data subjects, when their details say
 
 
 def check_summaries(rows: list[dict[str, Any]]) -> list[CheckSummary]:
     """One summary per (system, check) that found something, worst severity first, then most
-    findings first."""
+    findings first; its bytes count each stored object once (`findings.held_objects`)."""
+    from mqforensics.findings import held_objects
     from mqforensics.views.plot_data import personal_data
 
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -283,13 +340,14 @@ def check_summaries(rows: list[dict[str, Any]]) -> list[CheckSummary]:
     summaries = []
     for (system, check), found in groups.items():
         addresses, subjects = personal_data(r.get("detail") for r in found)
+        held = held_objects(found)
         summaries.append(
             CheckSummary(
                 system=system,
                 check=check,
                 severity=_worst(found),
                 findings=len(found),
-                bytes=sum(int(r.get("bytes") or 0) for r in found),
+                bytes=sum(held.values()) if held else None,
                 addresses=addresses,
                 subjects=subjects,
             )
@@ -330,21 +388,38 @@ def _verdict_section(page: _Page, inputs: list[ReportInput]) -> None:
 
 
 def _audit_verdict(page: _Page, item: ReportInput, *, named: bool) -> None:
-    from mqforensics.views.plots import size_text as _size
+    from mqforensics.findings import checks_found, held_objects, held_text, severity_counts
+    from mqforensics.findings import size_text as _size
+    from mqforensics.views.plot_data import MISSING
 
     where = f"{item.path}: " if named else ""
+    manifest = item.manifest or {}
+    not_run = manifest.get("not_run", {})
+    ran = len(manifest["checks"]) - len(not_run) if manifest.get("checks") else None
     if not item.rows:
-        page.add(f'<p class="status ok verdict">{page.show(where)}Clean: the audit found '
-                 "nothing.</p>")  # fmt: skip
+        run = f" in the {_plural(ran, 'check')} run" if ran is not None else ""
+        clean = f"{where}Clean: the audit found nothing{run}."
+        page.add(f'<p class="status ok verdict">{page.show(clean)}</p>')
+        _not_checked(page, not_run)
         return
     summaries = check_summaries(item.rows)
-    held = sum(c.bytes for c in summaries)
+    found = checks_found(len(summaries), ran)
+    held = held_text(item.rows)
     text = (
-        f"{where}{_plural(len(item.rows), 'finding')} from {_plural(len(summaries), 'check')}; "
-        f"worst severity {_worst(item.rows)}; {_size(held) if held else 'no bytes'} held."
+        f"{where}{_plural(len(item.rows), 'finding')} ({severity_counts(item.rows)}) from "
+        f"{found}; worst severity {_worst(item.rows)}; {held}"
+        f"{' (each counted once)' if held_objects(item.rows) else ''}."
     )
     status = {"critical": "bad", "error": "bad", "warning": "warn"}.get(_worst(item.rows), "ok")
     page.add(f'<p class="status {status} verdict">{page.show(text)}</p>')
+    if held_objects(item.rows):
+        page.add(
+            '<p class="note">Bytes held: each stored object (system, scope, object) a finding '
+            "names, counted once whichever checks found it; an object inside another that is a "
+            "finding too (e.g. a James mail row in its partition) is part of that one; findings "
+            "that record no size count for nothing. A check's row below counts its own findings "
+            "only, so the rows may add up to more.</p>"
+        )
     page.table(
         ["check", "worst severity", "findings", "bytes held", "personal data held"],
         [
@@ -352,28 +427,42 @@ def _audit_verdict(page: _Page, item: ReportInput, *, named: bool) -> None:
                 c.check,
                 c.severity,
                 c.findings,
-                _size(c.bytes) if c.bytes else "0 B",
-                _exposed(c) or "\u2013",
+                _size(c.bytes) if c.bytes is not None else MISSING,
+                _exposed(c) or MISSING,
             ]
             for c in summaries
         ],
         numeric=(2, 3),
     )
+    _not_checked(page, not_run)
     for summary in summaries:
         page.add(_check_card(page, summary))
+
+
+def _not_checked(page: _Page, not_run: dict[str, str]) -> None:
+    """The checks the audit did not run (its manifest's ``not_run``), each with why and what
+    would have run it; nothing when it ran them all."""
+    if not not_run:
+        return
+    page.add("<h3>Not checked</h3>")
+    page.add(
+        f"<p>{page.show(_plural(len(not_run), 'check'))} did not run, for want of an input: "
+        "nothing is known of what they look for.</p>"
+    )
+    page.table(["check", "why it did not run"], [[c, why] for c, why in sorted(not_run.items())])
 
 
 def _check_card(page: _Page, summary: CheckSummary) -> str:
     """One check's verdict: its name and counts, what it detects, why it matters, what to do
     (the texts of the system's `Check`, as the page's `find_check` gives it)."""
-    from mqforensics.views.plots import size_text as _size
+    from mqforensics.findings import size_text as _size
 
     find = page.find_check
     check = find(summary.system, summary.check) if summary.system and find else None
     facts = [
         _plural(summary.findings, "finding"),
         f"worst severity {summary.severity}",
-        f"{_size(summary.bytes)} held" if summary.bytes else "no bytes held",
+        f"{_size(summary.bytes)} held" if summary.bytes is not None else "no size recorded",
     ]
     if _exposed(summary):
         facts.append(f"personal data: {_exposed(summary)}")
@@ -395,25 +484,87 @@ def _check_card(page: _Page, summary: CheckSummary) -> str:
 # --- the findings in detail ----------------------------------------------------------------------
 
 # Columns every finding has, shown before its detail's; `system` and `check` are the section's.
-_BASE_COLUMNS = ("severity", "queue", "scope", "subject", "bytes", "observed at")
+# A finding's `subject` (the key of the stored thing it is about) is shown as "object": "subject"
+# would read as a data subject (`personal_data`).
+_BASE_COLUMNS = ("severity", "queue", "scope", "object", "bytes", "observed at")
+# Detail keys holding a duration, by their suffix, and its unit in seconds: shown as a person
+# reads it (``8d 3h``, `units.human_duration`) under the key without the unit (``age``).
+_DURATION_SUFFIXES = {"_seconds": 1, "_days": 86400}
 
 
 def findings_rows(rows: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Findings of one check as named columns: severity, queue, scope, subject, bytes, observed
-    at, then one column per key of their details (`plot_data.detail_columns`); every cell is text,
-    a missing value an en dash."""
-    from mqforensics.views.plot_data import cell_text, column_title, detail_columns
+    """Findings of one check as named columns: severity, queue, scope, object (the finding's
+    `subject`), bytes, observed at, then one column per key of their details
+    (`plot_data.detail_columns`; a duration, ``*_seconds`` or ``*_days``, as ``8d 3h``); every
+    cell is text, a missing value an en dash (bytes too, for a finding that records no size:
+    a ``sized`` column of `rows` that is false)."""
+    from mqforensics.views.plot_data import MISSING, cell_text, detail_columns
 
     keys, details = detail_columns(rows["detail"])
+    durations = _duration_columns(keys, rows["detail"])
     table = []
-    for row, detail in zip(rows.itertuples(index=False), details, strict=True):
-        base = [row.severity, row.queue, row.scope, row.subject, int(row.bytes), row.observed_at]
+    sized = rows["sized"] if "sized" in rows else [True] * len(rows)
+    for row, detail, has_size in zip(rows.itertuples(index=False), details, sized, strict=True):
+        size = int(row.bytes) if has_size else MISSING
+        base = [row.severity, row.queue, row.scope, row.subject, size, row.observed_at]
+        for index, cells in durations.items():
+            detail[index] = cells.pop(0)
         table.append([f"{v:,}" if isinstance(v, int) else cell_text(v) for v in base] + detail)
-    return [*_BASE_COLUMNS, *map(column_title, keys)], table
+    return [*_BASE_COLUMNS, *_detail_titles(keys)], table
+
+
+def _detail_titles(keys: list[str]) -> list[str]:
+    """Detail keys as column headings; a duration's without its unit (``age_seconds``: ``age``),
+    or ``lifetime duration`` when another key is already ``lifetime``."""
+    from mqforensics.views.plot_data import column_title
+
+    titles = []
+    for key in keys:
+        base = _duration_key(key)
+        if base is None:
+            titles.append(column_title(key))
+        else:
+            titles.append(column_title(base if base not in keys else f"{base}_duration"))
+    return titles
+
+
+def _duration_key(key: str) -> str | None:
+    """`key` without its duration suffix (``age_seconds`` -> ``age``), None when it has none."""
+    for suffix in _DURATION_SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            return key[: -len(suffix)]
+    return None
+
+
+def _duration_columns(keys: list[str], details: Any) -> dict[int, list[str]]:
+    """Per detail column holding a duration (by its key's suffix), its cells as human
+    durations (a value that is no number as `cell_text` writes it)."""
+    from mqforensics.units import human_duration
+    from mqforensics.views.plot_data import cell_text, detail_of
+
+    found: dict[int, list[str]] = {}
+    decoded = [detail_of(d) for d in details]
+    for index, key in enumerate(keys):
+        if _duration_key(key) is None:
+            continue
+        unit = next(size for suffix, size in _DURATION_SUFFIXES.items() if key.endswith(suffix))
+        cells = []
+        for detail in decoded:
+            value = detail.get(key)
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and abs(value) < 1e15  # finite (NaN and infinity are no duration)
+            ):
+                cells.append(human_duration(value * unit))
+            else:
+                cells.append(cell_text(value))
+        found[index] = cells
+    return found
 
 
 def split_constant_columns(
-    headers: list[str], rows: list[list[str]], keep: tuple[str, ...] = ("severity", "subject")
+    headers: list[str], rows: list[list[str]], keep: tuple[str, ...] = ("severity", "object")
 ) -> tuple[list[tuple[str, str]], list[str], list[list[str]]]:
     """Columns with one value in every row (of two rows or more) taken out of the table, as
     (heading, value) pairs said once above it; a detail column empty in every row is dropped
@@ -444,7 +595,11 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
     if table.empty:
         page.add("<p>No findings.</p>")
         return
-    page.figure(findings_overview(table, title=item.path.name or "findings"), "findings per check")
+    figure = findings_overview(table, title=item.path.name or "findings")
+    if len(figure.axes) > 1:  # its total would count an object found twice twice: the verdict's
+        figure.axes[1].set_title("bytes held per check")
+    page.figure(figure, "findings per check")
+    table["sized"] = _sized(item.rows, table)
     for check, rows in table.groupby("check", sort=True):
         shown = rows.head(ROWS_PER_CHECK)
         page.add(f"<h3>{page.show(check)} ({len(rows):,})</h3>")
@@ -455,10 +610,54 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
             page.add(f'<p class="same">Same in every finding below: {page.show(said)}</p>')
         numeric = (headers.index("bytes"),) if "bytes" in headers else ()
         page.add('<div class="wide">')
-        page.table(headers, cells, numeric=numeric)
+        if len(cells) == 1:
+            page.record(headers, cells[0])
+        else:
+            page.table(headers, cells, numeric=numeric, prose=_prose_columns(cells))
         page.add("</div>")
         if len(rows) > len(shown):
             page.add(f"<p>{len(rows) - len(shown):,} more not shown.</p>")
+
+
+def _sized(rows: list[dict[str, Any]], table: pd.DataFrame) -> list[bool]:
+    """Per row of `table` (`plot_data.findings_table` of `rows`, whose missing sizes are 0),
+    whether its finding records a size: false for a 0 whose finding's ``bytes`` is null."""
+    from mqforensics.views.plot_data import is_missing
+
+    def key(values: Any) -> tuple[Any, ...]:
+        return tuple(None if is_missing(v) else v for v in values)
+
+    names = ("system", "check", "queue", "scope", "subject")
+    sizes: dict[tuple[Any, ...], set[bool]] = {}
+    for row in rows:
+        sizes.setdefault(key(row.get(n) for n in names), set()).add(row.get("bytes") is None)
+    return [
+        not (size == 0 and sizes.get(key(values)) == {True})
+        for values, size in zip(
+            table[list(names)].itertuples(index=False), table["bytes"], strict=True
+        )
+    ]
+
+
+_PROSE_WORDS = 5  # a cell of this many words or more is a sentence: its column is kept wide
+
+
+def _prose_columns(cells: list[list[str]]) -> tuple[int, ...]:
+    """The columns some cell of which is a sentence (a Postfix queue file's damage, a problem):
+    given a minimum width, so that a table of long tokens never squeezes them to a word per
+    line."""
+    width = max((len(row) for row in cells), default=0)
+    return tuple(
+        i for i in range(width) if any(_is_prose(row[i]) for row in cells if i < len(row))
+    )  # fmt: skip
+
+
+def _is_prose(text: str) -> bool:
+    """Whether `text` reads as a sentence: `_PROSE_WORDS` words or more, most of them words
+    of letters (not a list of numbers or ids)."""
+    words = text.split()
+    letters = sum(1 for word in words if word.strip(".,;:()'\"").isalpha())
+    return len(words) >= _PROSE_WORDS and letters * 2 > len(words)
 
 
 def _plan_section(page: _Page, item: ReportInput) -> None:

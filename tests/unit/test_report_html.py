@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics.cli import main
+from mqforensics.findings import size_text
 from mqforensics.privacy import pseudonymize_address
 
 
@@ -32,8 +33,24 @@ def test_the_report_holds_every_finding_and_the_plan(demo: Path, tmp_path: Path,
     rows = json.loads((demo / "findings.json").read_text())
     for check, count in Counter(r["check"] for r in rows).items():
         assert f"<h3>{check} ({count})</h3>" in page
-    # One row per finding in the per-check tables (their first cell is the severity).
-    assert page.count("<tr><td>error</td>") == sum(1 for r in rows if r["severity"] == "error")
+    # One row per finding in the per-check tables (their first cell is the severity), a check
+    # of one finding as one record (a heading and a value per line).
+    errors = page.count("<tr><td>error</td>") + page.count("<tr><th>severity</th><td>error</td>")
+    assert errors == sum(1 for r in rows if r["severity"] == "error")
+    # The bytes the verdict quotes count each stored object once: a personal_data mail row
+    # inside a partition unreclaimed_slice found is part of it, not counted again.
+    partitions = {r["subject"] for r in rows if r["scope"] == "partition"}
+    objects = {
+        (r["scope"], r["subject"]): r["bytes"]
+        for r in rows
+        if r["bytes"] is not None and r["detail"].get("partition") not in partitions
+    }
+    held = sum(objects.values())
+    naive = sum(r["bytes"] or 0 for r in rows)
+    assert held < naive  # the sample holds such an overlap
+    verdict = page.split("<h2>Verdict</h2>", 1)[1].split("<h2>Inputs</h2>", 1)[0]
+    assert f"{size_text(held)} held by {len(objects)} stored objects (each counted once)" in verdict
+    assert f"{size_text(naive)} held" not in page
     from mqforensics.retention.manifest import read_plan
 
     plan = read_plan(demo / "plan")
@@ -96,7 +113,7 @@ def test_a_failing_validation_is_listed(tmp_path: Path) -> None:
     assert main(["report", "html", str(validation), "--out", str(out)]) == 0
     page = out.read_text()
     assert "<h3>Failing expectations</h3>" in page
-    assert "<td>expect_compound_columns_to_be_unique</td>" in page
+    assert '<td class="k">expect_compound_columns_to_be_unique</td>' in page
     assert "expect_column_values_to_not_be_null" not in page
     assert '<td class="n">2</td>' in page
 
@@ -154,12 +171,13 @@ def test_the_first_section_says_what_is_wrong_why_and_what_to_do(tmp_path: Path)
     page = out.read_text()
     verdict = page.split("<h2>Verdict</h2>", 1)[1].split("<h2>Inputs</h2>", 1)[0]
     assert (
-        '<p class="status bad verdict">4 findings from 3 checks; worst severity error; '
-        "2.1 KiB held.</p>"
+        '<p class="status bad verdict">4 findings (2 errors, 1 warning, 1 info) from 3 checks; '
+        "worst severity error; 2.1 KiB held by 2 stored objects (each counted once).</p>"
     ) in verdict
-    # The checks that found something, worst first, with the bytes and personal data they hold.
+    # The checks that found something, worst first, with the bytes and personal data they hold;
+    # a check none of whose findings records a size holds an en dash, not "0 B".
     assert (
-        '<tr><td>stuck_mail</td><td>error</td><td class="n">2</td><td class="n">0 B</td>'
+        '<tr><td>stuck_mail</td><td>error</td><td class="n">2</td><td class="n">\u2013</td>'
         "<td>\u2013</td></tr>"
     ) in verdict
     assert (
@@ -173,7 +191,8 @@ def test_the_first_section_says_what_is_wrong_why_and_what_to_do(tmp_path: Path)
         assert check is not None
         for text in (check.what, check.why, check.todo):
             assert html.escape(text, quote=True) in verdict, text
-    assert "2 findings \u00b7 worst severity error \u00b7 no bytes held" in verdict
+    assert "2 findings \u00b7 worst severity error \u00b7 no size recorded" in verdict
+    assert "Not checked" not in verdict  # no manifest: nothing known to say
     assert "personal data: 3 mail addresses" in verdict
     _assert_no_missing_value_text(page)
 
@@ -194,8 +213,9 @@ def test_detail_tables_have_named_columns_and_no_missing_value_text(tmp_path: Pa
     # Columns with one value in every row are said once above the table; none at all: dropped.
     same = "queue: \u2013; scope: blob; bucket: default"
     assert f'<p class="same">Same in every finding below: {same}</p>' in details
+    # A finding's subject is shown as its "object" (a data subject is another thing).
     head = (
-        "<tr><th>severity</th><th>subject</th><th>bytes</th><th>observed at</th>"
+        "<tr><th>severity</th><th>object</th><th>bytes</th><th>observed at</th>"
         "<th>deletable</th><th>windows</th><th>last modified</th></tr>"
     )
     assert head in details
@@ -204,9 +224,10 @@ def test_detail_tables_have_named_columns_and_no_missing_value_text(tmp_path: Pa
         '<td class="t">2026-11-03T12:00:00Z</td>'
         "<td>no</td><td>1, 2, 3, \u2026 (5 in all)</td><td>\u2013</td></tr>"
     ) in details
+    # A finding that records no size: an en dash, not 0.
     assert (
-        '<tr><td>info</td><td>b2</td><td class="n">0</td><td>\u2013</td>'
-        '<td>yes</td><td>\u2013</td><td class="t">2026-11-03T09:23:00.000Z</td></tr>'
+        '<tr><td>info</td><td>b2</td><td class="n">\u2013</td><td>\u2013</td>'
+        '<td>yes</td><td>\u2013</td><td class="t k">2026-11-03T09:23:00.000Z</td></tr>'
     ) in details
     assert "{" not in _visible(details)  # no JSON dicts
     _assert_no_missing_value_text(page)
@@ -219,7 +240,7 @@ def test_one_finding_and_a_clean_audit_read_right(tmp_path: Path) -> None:
     out = tmp_path / "one.html"
     assert main(["report", "html", str(audit), "--out", str(out)]) == 0
     page = out.read_text()
-    assert "1 finding from 1 check; worst severity warning; no bytes held." in page
+    assert "1 finding (1 warning) from 1 check; worst severity warning; no size recorded." in page
     assert "1 findings" not in page and "1 checks" not in page
     clean = tmp_path / "clean"
     clean.mkdir()
@@ -308,3 +329,107 @@ def test_write_report_uses_the_find_check_and_hide_target_of_it_is_given(tmp_pat
     page = out.read_text()
     assert "stuck_mail is not a check of this version&#x27;s james system" in page
     assert "WHAT-TEXT" not in page and "blob-000" in page
+
+
+def test_bytes_held_count_each_stored_object_once(tmp_path: Path) -> None:
+    # One blob found by two checks, a partition and two mail rows inside it (their detail
+    # names it), a mail row of another partition, and a check whose findings have no size.
+    rows = [
+        _finding("orphaned_blob", "info", queue=None, scope="blob", subject="b1", bytes=1000),
+        _finding("consumed_blob", "info", queue=None, scope="blob", subject="b1", bytes=1000),
+        _finding("unreclaimed_slice", "warning", scope="partition", subject="spool/t1/0",
+                 bytes=700),
+        _finding("personal_data", "info", subject="m1", bytes=300,
+                 detail={"partition": "spool/t1/0", "subjects": ["h1"]}),
+        _finding("personal_data", "info", subject="m2", bytes=400,
+                 detail={"partition": "spool/t1/0", "subjects": ["h1"]}),
+        _finding("personal_data", "info", subject="m3", bytes=200,
+                 detail={"partition": "spool/t2/0", "subjects": ["h1"]}),
+        _finding("stuck_mail", "error", subject="m4"),
+        _finding("stuck_mail", "error", subject="m5"),
+    ]  # fmt: skip
+    out = tmp_path / "r.html"
+    assert main(["report", "html", str(_audit(tmp_path, rows)), "--out", str(out)]) == 0
+    page = out.read_text()
+    verdict = page.split("<h2>Verdict</h2>", 1)[1].split("<h2>Inputs</h2>", 1)[0]
+    # 1000 (b1, once) + 700 (the partition, holding m1 and m2) + 200 (m3) = 1900 bytes.
+    assert (
+        "8 findings (2 errors, 1 warning, 5 info) from 5 checks; worst severity error; "
+        "1.9 KiB held by 3 stored objects (each counted once)."
+    ) in verdict
+    assert "Bytes held: each stored object (system, scope, object)" in verdict
+    # Per check, its own findings: personal_data holds its three rows (900 B), and stuck_mail,
+    # whose findings record no size, an en dash.
+    assert '<td>personal_data</td><td>info</td><td class="n">3</td><td class="n">900 B</td>' in (
+        verdict
+    )
+    assert '<td>stuck_mail</td><td>error</td><td class="n">2</td><td class="n">\u2013</td>' in (
+        verdict
+    )
+
+
+def _with_manifest(audit: Path, **manifest: object) -> Path:
+    (audit / "manifest.json").write_text(json.dumps(manifest))
+    return audit
+
+
+def test_checks_that_did_not_run_are_said_right_after_the_verdict(tmp_path: Path) -> None:
+    why = "no blob listing (give --blob-listing or --blobs)"
+    not_run = {"orphaned_blob": why, "consumed_blob": why, "dangling_blob_ref": why}
+    checks = ["stuck_mail", "unreclaimed_slice", *not_run]
+    audit = _with_manifest(
+        _audit(tmp_path, [_finding("stuck_mail", "error")]), checks=checks, not_run=not_run
+    )
+    out = tmp_path / "r.html"
+    assert main(["report", "html", str(audit), "--out", str(out)]) == 0
+    page = out.read_text()
+    verdict = page.split("<h2>Verdict</h2>", 1)[1].split("<h2>Inputs</h2>", 1)[0]
+    assert "1 finding (1 error) from 1 of the 2 checks run;" in verdict
+    assert verdict.index("verdict") < verdict.index("<h3>Not checked</h3>")
+    assert verdict.index("<h3>Not checked</h3>") < verdict.index('<div class="check')
+    assert "3 checks did not run" in verdict
+    for check in ("consumed_blob", "dangling_blob_ref", "orphaned_blob"):
+        assert f"<tr><td>{check}</td><td>{why}</td></tr>" in verdict
+    # A clean audit says how many checks it ran; a manifest without not_run shows no section.
+    for name in ("clean", "older"):
+        (tmp_path / name).mkdir()
+    clean = _with_manifest(_audit(tmp_path / "clean", []), checks=checks, not_run=not_run)
+    assert main(["report", "html", str(clean), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "Clean: the audit found nothing in the 2 checks run." in page
+    assert "<h3>Not checked</h3>" in page
+    older = _with_manifest(_audit(tmp_path / "older", [_finding("stuck_mail", "error")]),
+                           checks=checks)  # fmt: skip
+    assert main(["report", "html", str(older), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "Not checked" not in page and "from 1 of the 5 checks run;" in page
+
+
+def test_durations_read_as_durations_and_wide_tables_print_whole(tmp_path: Path) -> None:
+    rows = [
+        _finding("expired_in_queue", "warning", system="postfix", subject=f"/q/deferred/{n}",
+                 bytes=744, detail={"age_seconds": age, "lifetime": "maximal_queue_lifetime",
+                                    "lifetime_seconds": 432000,
+                                    "damage": f"record 'S' claims 13329 bytes, the file ends "
+                                              f"{n} bytes after its length"})
+        for n, age in ((1, 701970), (2, 64799))
+    ] + [_finding("old_hold", "warning", system="postfix", subject="/q/hold/3", bytes=753,
+                  detail={"age_days": 3})]  # fmt: skip
+    out = tmp_path / "r.html"
+    assert main(["report", "html", str(_audit(tmp_path, rows)), "--out", str(out)]) == 0
+    page = out.read_text()
+    details = page.split("<h3>expired_in_queue (2)</h3>", 1)[1]
+    # An age is a duration a person reads (the exact seconds stay in findings.json); a key
+    # that would then repeat another keeps a word of its own.
+    assert "<th>age</th>" in details and "<th>age seconds</th>" not in details
+    assert "<td>8d 3h</td>" in details and "<td>18h</td>" in details
+    assert "lifetime: maximal_queue_lifetime; lifetime duration: 5d" in details
+    # A column of sentences keeps a width a sentence reads at.
+    assert '<td class="p">record &#x27;S&#x27; claims 13329 bytes' in details
+    # One finding reads down the page, one line per column.
+    one = page.split("<h3>old_hold (1)</h3>", 1)[1]
+    assert '<table class="record"><tr><th>severity</th><td>warning</td></tr>' in one
+    assert "<tr><th>age</th><td>3d</td></tr>" in one
+    # On paper nothing scrolls: tables wrap (long tokens anywhere) to a landscape page.
+    assert "@page{size:landscape" in page and "@media print{" in page
+    assert ".wide{overflow:visible}" in page and "td.k{overflow-wrap:anywhere}" in page

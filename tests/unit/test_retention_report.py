@@ -245,6 +245,8 @@ def test_summary_line(tmp_path):
         "james plan as of 2026-11-22T02:30:00Z: 3 actions (james.delete_blob 2, "
         "james.delete_partition 1), 4.0 KiB, 2 tombstones, 2 deferred"
     )
+    one = read_plan(make_plan(tmp_path / "one", count=1))
+    assert ": 1 action (james.delete_partition 1), 0 B, 2 tombstones," in summary_line(one)
 
 
 def test_approve_and_report_commands(tmp_path, capsys):
@@ -317,3 +319,29 @@ def test_an_out_in_a_missing_directory_is_refused_before_anything_is_written(tmp
         "exist (create it first)"
     )
     assert sorted(p.name for p in directory.iterdir()) == before and not missing.parent.exists()
+
+
+def test_the_inputs_read_as_fields_not_json(tmp_path):
+    inputs = {
+        "audit": {"directory": "/audits/a1", "created_at": "2026-11-22T02:00:00Z",
+                  "findings_sha256": "ef" * 32, "source": "snapshot /data/snap"},
+        "queue_dirs": [{"host": "mx1", "path": "/var/spool/postfix"}],
+        "references_complete": True,
+        "cassandra": None,
+    }  # fmt: skip
+    write_plan(tmp_path / "plan", system="james", as_of=AS_OF, policy=POLICY, inputs=inputs,
+               actions=[PARTITION], deferred=[], notes=[])  # fmt: skip
+    plan = read_plan(tmp_path / "plan")
+    text = render_text(plan)
+    inputs_text = text.split("\nInputs\n", 1)[1].split("\n\n", 1)[0]
+    assert "{" not in inputs_text and "[" not in inputs_text and '"' not in inputs_text
+    assert re.search(r"audit directory: +/audits/a1\n", inputs_text)
+    assert re.search(r"audit created at: +2026-11-22T02:00:00Z\n", inputs_text)
+    assert re.search(rf"audit findings sha256: +{'ef' * 32}\n", inputs_text)
+    assert re.search(r"audit source: +snapshot /data/snap\n", inputs_text)
+    assert re.search(r"queue dirs: +host mx1, path /var/spool/postfix\n", inputs_text)
+    assert re.search(r"references complete: +yes$", inputs_text)
+    assert re.search(r"cassandra: +-", inputs_text)
+    page = render_html(plan)
+    assert "<tr><th>audit directory</th><td>/audits/a1</td></tr>" in page
+    assert "&quot;" not in page.split("<h2>Inputs</h2>", 1)[1].split("<h2>", 1)[0]

@@ -1,11 +1,21 @@
 """Findings written by `write_findings`: one job's rows, sorted as Spark sorts, in both files,
-each with a stable id; pseudonymised for people, exact in findings.raw.json for plans."""
+each with a stable id; pseudonymised for people, exact in findings.raw.json for plans. And what
+the terminal says of them: the summary table and the one-line verdict, bytes counted once per
+stored object."""
 
 import datetime as dt
 import json
 
 from mqforensics import findings
-from mqforensics.findings import write_findings
+from mqforensics.findings import (
+    held_objects,
+    held_text,
+    severity_counts,
+    size_text,
+    summarise,
+    verdict_line,
+    write_findings,
+)
 
 AT = dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
 
@@ -89,3 +99,55 @@ def test_an_unreadable_audit_file_is_one_input_error_naming_it(tmp_path):
     assert caught.value.message == (
         f"{tmp_path / 'manifest.json'}: not an audit manifest (UnicodeDecodeError)"
     )
+
+
+def _row(check, severity, subject, size, *, scope="mail", detail=None, system="james"):
+    return {"check": check, "severity": severity, "system": system, "queue": "spool",
+            "scope": scope, "subject": subject, "bytes": size, "detail": detail or {}}  # fmt: skip
+
+
+ROWS = [
+    _row("stuck_mail", "error", "m9", None),
+    _row("stuck_mail", "error", "m8", None),
+    _row("unreclaimed_slice", "warning", "spool/t1/0", 700, scope="partition"),
+    # Inside that partition: part of its 700 bytes, not counted again (its detail names it).
+    _row("personal_data", "info", "m1", 300, detail={"partition": "spool/t1/0"}),
+    _row("personal_data", "info", "m3", 200, detail='{"partition": "spool/t2/0"}'),
+    # One blob, two checks: counted once.
+    _row("orphaned_blob", "info", "b1", 1000, scope="blob"),
+    _row("consumed_blob", "info", "b1", 1000, scope="blob"),
+]
+
+
+def test_the_summary_shows_a_dash_where_no_finding_records_a_size():
+    table = summarise(ROWS).splitlines()
+    assert table[0].split() == ["check", "severity", "findings", "bytes"]
+    assert table[-1].split() == ["unreclaimed_slice", "warning", "1", "700"]
+    assert [line.split() for line in table if line.startswith("stuck_mail")] == [
+        ["stuck_mail", "error", "2", "-"]
+    ]
+
+
+def test_bytes_held_count_each_stored_object_once():
+    objects = held_objects(ROWS)
+    assert objects == {
+        ("james", "partition", "spool/t1/0"): 700,
+        ("james", "mail", "m3"): 200,
+        ("james", "blob", "b1"): 1000,
+    }
+    assert held_text(ROWS) == "1.9 KiB held by 3 stored objects"
+    assert held_text(ROWS[:2]) == "no size recorded" and held_objects([]) == {}
+
+
+def test_the_verdict_is_one_line_to_quote():
+    assert verdict_line(ROWS, checks_run=9) == (
+        "verdict: 7 findings (2 errors, 1 warning, 4 info) from 5 of the 9 checks run; "
+        "1.9 KiB held by 3 stored objects (each counted once)"
+    )
+    assert verdict_line(ROWS, checks_run=5).split(" from ")[1].startswith("all 5 checks run; ")
+    assert verdict_line(ROWS[:1]) == "verdict: 1 finding (1 error) from 1 check; no size recorded"
+    assert verdict_line(ROWS[:1], checks_run=1).endswith("from the 1 check run; no size recorded")
+    assert verdict_line([], checks_run=1) == "verdict: clean (no finding from the 1 check run)"
+    assert verdict_line([]) == "verdict: clean (no finding)"
+    assert severity_counts([_row("x", "critical", "a", 1)] * 2) == "2 critical"
+    assert size_text(870) == "870 B" and size_text(1536) == "1.5 KiB"

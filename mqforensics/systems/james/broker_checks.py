@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from mqforensics import findings
 from mqforensics.systems.james.broker import DEAD_LETTER, WORK
 from mqforensics.systems.james.context import Context, prepared
-from mqforensics.systems.james.finding import finding
+from mqforensics.systems.james.finding import finding, older_than
 from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.options import Settings
 
@@ -120,8 +120,9 @@ def _missing(ctx: Context) -> DataFrame:
 def republish_calls(ctx: Context, missing: DataFrame) -> dict[str, str]:
     """Per queue, the RepublishNotProcessedMails call whose ``olderThan``, counted back from
     the audit's as-of, republishes every missing mail: whole seconds, strictly less than the
-    age of the newest one (James republishes the view items enqueued before now - olderThan).
-    Run later, the same olderThan reaches newer mails; the plan says until when it is exact."""
+    age of the newest one (James republishes the view items enqueued before now - olderThan),
+    written as every olderThan of an audit (`finding.older_than`). Run later, the same
+    olderThan reaches newer mails; the plan says until when it is exact."""
     newest = missing.groupBy("queuename").agg(F.max("enqueuedtime").alias("newest")).collect()
     calls = {}
     for row in newest:
@@ -129,7 +130,8 @@ def republish_calls(ctx: Context, missing: DataFrame) -> dict[str, str]:
         age = (ctx.as_of - newest_time).total_seconds()
         seconds = max(math.ceil(age) - 1, 0)
         calls[row.queuename] = REPUBLISH.format(
-            queue=urllib.parse.quote(row.queuename, safe=""), older_than=f"{seconds}s"
+            queue=urllib.parse.quote(row.queuename, safe=""),
+            older_than=older_than(dt.timedelta(seconds=seconds)),
         )
     return calls
 

@@ -38,7 +38,7 @@ from mqforensics.systems.james.context import (
     prepare,
     prepared,
 )
-from mqforensics.systems.james.finding import SYSTEM, finding
+from mqforensics.systems.james.finding import SYSTEM, finding, older_than
 from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.options import Settings
 
@@ -314,24 +314,16 @@ def invisible_mail(frames: JamesState, settings: Settings) -> DataFrame:
     return finding(mails, "invisible_mail", "error", "mail", F.col("enqueueid"), ctx.as_of, detail)
 
 
-def _duration_text(value: dt.timedelta) -> str:
-    seconds = int(value.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 def stuck_mail(frames: JamesState, settings: Settings) -> DataFrame:
     """Live mails older than the threshold: most likely lost from RabbitMQ (never delivered)."""
     ctx = prepared(frames, settings)
     cutoff = ctx.as_of - ctx.settings.stuck_after
-    older_than = _duration_text(ctx.settings.stuck_after)
+    wait = older_than(ctx.settings.stuck_after)
     mails = ctx.live.where(F.col("enqueuedtime") < F.lit(cutoff).cast("timestamp"))
     republish = F.concat(
         F.lit("POST /mailQueues/"),
         F.col("queuename"),
-        F.lit(f"?action=RepublishNotProcessedMails&olderThan={older_than}"),
+        F.lit(f"?action=RepublishNotProcessedMails&olderThan={wait}"),
     )
     visible = F.col("browsestart").isNull() | (F.col("timerangestart") >= F.col("browsestart"))
     detail = F.struct(

@@ -34,3 +34,10 @@ def finding(
         queue=queue if queue is not None else F.col("queuename"), scope=scope, subject=subject,
         observed_at=as_of, bytes=size, detail=detail,
     )  # fmt: skip
+
+
+def older_than(value: dt.timedelta) -> str:
+    """The olderThan of a RepublishNotProcessedMails call, as every call of an audit writes it:
+    whole seconds (``86400s``, ``64799s``), one amount and one unit James's DurationParser
+    reads, so that calls in one report compare at a glance."""
+    return f"{int(value.total_seconds())}s"

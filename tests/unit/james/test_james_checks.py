@@ -169,7 +169,7 @@ def test_every_planted_row_gives_exactly_its_findings(planted, live_keys_sent, e
     assert stale["bounces"]["reason"] == "queue_empty"
     stuck = json.loads(found["stuck_mail"][ids["stuck"]].detail)
     assert stuck["republish"] == (
-        "POST /mailQueues/outgoing?action=RepublishNotProcessedMails&olderThan=1d"
+        "POST /mailQueues/outgoing?action=RepublishNotProcessedMails&olderThan=86400s"
     )
     assert stuck["visible"] is True
     assert json.loads(found["dangling_blob_ref"][ids["dangling"]].detail)["missing"] == [

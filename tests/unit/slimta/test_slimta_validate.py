@@ -34,7 +34,7 @@ def test_the_bundled_sample_passes(spark, tmp_path: Path, capsys) -> None:
     report = _report(out)
     assert report["success"] and [s["suite"] for s in report["suites"]] == ["slimta_items"]
     assert all(e["success"] for e in report["suites"][0]["expectations"])
-    assert "quality slimta: 1 suites, 19 expectations, 0 failed" in capsys.readouterr().out
+    assert "quality slimta: 1 suite, 19 expectations, 0 failed" in capsys.readouterr().out
 
 
 def test_a_file_slimta_never_wrote_fails_the_suite(spark, tmp_path: Path, capsys) -> None:
