@@ -243,7 +243,8 @@ class Audit:
         ran = len(self.checks) - len(self.not_run)
         text = (
             f"{self.system}: {self.source} ({origin}, judged at {utc_text(self.as_of)})\n"
-            f"{summarise(self.rows)}\n{verdict_line(self.rows, checks_run=ran)}"
+            f"{summarise(self.rows)}\n"
+            f"{verdict_line(self.rows, checks_run=ran, not_run=len(self.not_run))}"
         )
         for why, checks in runner.partial_by_reason(self.not_run).items():
             text += f"\nnot run: {', '.join(checks)}: {why}"
@@ -316,7 +317,7 @@ class Audit:
         return (
             f"<div><b>{html.escape(self.title)}</b>: {html.escape(mask_secrets(self.source))} "
             f"({origin}, judged at {utc_text(self.as_of)})<br>"
-            f"{html.escape(verdict_line(self.rows, checks_run=ran))}<br>"
+            f"{html.escape(verdict_line(self.rows, checks_run=ran, not_run=len(self.not_run)))}<br>"
             f"written to {html.escape(str(self.out))}"
             f"<table><tr><th>check</th><th>severity</th><th>findings</th></tr>{body}</table>"
             + (f"<p>Not run:</p><ul>{not_run}</ul>" if not_run else "")

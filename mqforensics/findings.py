@@ -357,24 +357,27 @@ def severity_counts(rows: Iterable[dict[str, Any]]) -> str:
     return ", ".join(plural(counts[s], s, words.get(s)) for s in order if counts[s])
 
 
-def verdict_line(rows: list[dict[str, Any]], *, checks_run: int | None = None) -> str:
+def verdict_line(
+    rows: list[dict[str, Any]], *, checks_run: int | None = None, not_run: int = 0
+) -> str:
     """An audit in one line an auditor can quote: ``verdict: 57 findings (22 errors, 11
     warnings, 24 info) from 15 of the 17 checks run; 8.1 KiB held by 21 stored objects (each
     counted once)``, or ``verdict: clean (no finding from the 17 checks run)``. `checks_run`:
-    how many checks ran (None: not said)."""
+    how many checks ran (None: not said); `not_run`: how many did not (said when any)."""
     from mqforensics.units import plural
 
+    skipped = f", {plural(not_run, 'check')} not run" if not_run else ""
     if not rows:
         if checks_run is None:
-            return "verdict: clean (no finding)"
-        return f"verdict: clean (no finding from the {plural(checks_run, 'check')} run)"
+            return f"verdict: clean (no finding{skipped})"
+        return f"verdict: clean (no finding from the {plural(checks_run, 'check')} run{skipped})"
     checks = len({(r.get("system"), r.get("check")) for r in rows})
     held = held_text(rows)
     if held_objects(rows):
         held += " (each counted once)"
     return (
         f"verdict: {plural(len(rows), 'finding')} ({severity_counts(rows)}) from "
-        f"{checks_found(checks, checks_run)}; {held}"
+        f"{checks_found(checks, checks_run)}{skipped}; {held}"
     )
 
 

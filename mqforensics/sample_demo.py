@@ -67,7 +67,8 @@ def run_sample(spark: SparkSession, spec: System, sample: Sample, common: Common
     rows = result.findings
     print(f"{spec.title}: {result.loaded.source}, judged at {utc_text(result.as_of)}:")
     print(summarise(rows))
-    print(verdict_line(rows, checks_run=len(spec.checks) - len(result.loaded.not_run)))
+    skipped = len(result.loaded.not_run)
+    print(verdict_line(rows, checks_run=len(spec.checks) - skipped, not_run=skipped))
     for why, checks in runner.partial_by_reason(result.loaded.not_run).items():
         print(f"not run: {', '.join(checks)}: {why}")
     print(f"Wrote {out / 'findings.json'}, findings.parquet and manifest.json")

@@ -55,7 +55,8 @@ def run_audit(args: argparse.Namespace) -> int:
 
     print(summarise(audit.rows))
     not_run = audit.manifest.get("not_run", {})
-    print(verdict_line(audit.rows, checks_run=len(spec.checks) - len(not_run)))
+    ran = len(spec.checks) - len(not_run)
+    print(verdict_line(audit.rows, checks_run=ran, not_run=len(not_run)))
     for note in audit.notes:
         print(f"note: {note}")
     for why, checks in partial_by_reason(audit.partial).items():
