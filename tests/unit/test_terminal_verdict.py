@@ -42,7 +42,8 @@ def test_audit_prints_a_verdict_and_what_did_not_run(tmp_path: Path, monkeypatch
                      "stuck_message": ["error", "2", "-"]}  # fmt: skip
     ran = len(spec.checks) - 2
     assert lines[4] == (
-        f"verdict: 3 findings (2 errors, 1 info) from 2 of the {ran} checks run; "
+        f"verdict: 3 findings (2 errors, 1 info) from 2 of the {ran} checks run, 2 checks not "
+        "run; "
         "2.0 KiB held by 1 stored object (each counted once)"
     )
     assert lines[5] == "note: files: 2 segments"
