@@ -4,11 +4,12 @@ HTML file.
 nbconvert's lab template loads require.js, MathJax, mermaid and the widget manager from CDNs, so
 an export opened offline (or archived) fails to render widgets and logs network errors. This
 export uses the lab template without those scripts (``templates/mqf_offline``), embeds every
-image, and replaces each widget output by what our explorers also put in it (a static picture
-and an HTML caption, see `mqforensics.views.widgets`); widget outputs with nothing static to show (a
-progress bar) are dropped. Lines Spark and the JVM write to stderr (log4j warnings, stage
-progress) are dropped too: they say nothing about the store and would read as errors. Outputs are
-otherwise kept as they are: pseudonymisation happened when the notebook ran.
+image, and keeps of each widget output only what renders without JavaScript: an explorer writes
+its static fallback (picture and table) as the output after its widget (`views.widgets`; an
+older notebook has them in the widget's own output), so a widget output with nothing static (an
+explorer's, a progress bar) is dropped. Lines Spark and the JVM write to stderr (log4j warnings,
+stage progress) are dropped too: they say nothing about the store and would read as errors.
+Outputs are otherwise kept as they are: pseudonymisation happened when the notebook ran.
 """
 
 from __future__ import annotations

@@ -118,8 +118,16 @@ def _list_text(items: list[Any]) -> str:
     return _cut(shown)
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "\u2026"
+def _cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    """`text`, or its start and an ellipsis when longer than `limit`: cut after its last whole
+    word when that keeps two thirds of `limit` (one long token is cut where the limit falls)."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit * 2 // 3:
+        head = head[:space].rstrip(" ,;:")
+    return head + "\u2026"
 
 
 def detail_of(value: Any) -> dict[str, Any]:
@@ -135,6 +143,12 @@ def detail_of(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return {"detail": value}
+
+
+def detail_lines(value: Any) -> list[str]:
+    """A finding's ``detail`` (JSON text or a mapping) as the lines a person reads, one
+    ``key: value`` per key in its order (values as `cell_text` writes them); none for no detail."""
+    return [f"{key}: {cell_text(item)}" for key, item in detail_of(value).items()]
 
 
 def detail_columns(details: Iterable[Any]) -> tuple[list[str], list[list[str]]]:

@@ -2,13 +2,15 @@
 
 Every function takes a small pandas table (`plot_data`) and returns a matplotlib `Figure` made
 without pyplot's global state (so it is safe in threads, headless runs and the HTML report);
-`png_bytes` and `data_uri` turn one into an image. An empty table gives a figure that says there
-is nothing to show, never an exception.
+`png_bytes` and `data_uri` turn one into an image, and a notebook cell ending with one shows its
+PNG (`NotebookFigure`). An empty table gives a figure that says there is nothing to show, never
+an exception.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import io
 import itertools
 import math
@@ -40,8 +42,32 @@ STATUS_LABELS = {
 LIVE_SHARE = LinearSegmentedColormap.from_list("live_share", ["#9fb8cf", "#f6e8a6", "#c0392b"])
 
 
+class NotebookFigure(Figure):
+    """A `Figure` a notebook cell shows as its picture whether or not matplotlib's inline backend
+    is on: a PNG, and the same PNG in HTML with the figure's title as its alternative text, so
+    a notebook exported (``jupyter nbconvert --to html``) or shared keeps it."""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        encoded = base64.b64encode(png_bytes(self)).decode("ascii")
+        title = figure_title(self)
+        return {
+            "image/png": encoded,
+            "text/html": f'<img alt="{html.escape(title)}" style="max-width: 100%" '
+            f'src="data:image/png;base64,{encoded}"/>',
+            "text/plain": f"<figure: {title}>",
+        }
+
+
+def figure_title(fig: Figure) -> str:
+    """The first line of a figure's title (its first axes' title), or ``figure``."""
+    suptitle = getattr(fig, "_suptitle", None)
+    titles = [suptitle.get_text()] if suptitle is not None else []
+    titles += [ax.get_title() for ax in fig.axes]
+    return next((t.splitlines()[0] for t in titles if t.strip()), "figure")
+
+
 def _figure(width: float = 9.0, height: float = 4.5) -> Figure:
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+    return NotebookFigure(figsize=(width, height), dpi=100, layout="constrained")
 
 
 def nothing_to_show(title: str, message: str = "nothing to show") -> Figure:
@@ -277,12 +303,14 @@ def garbage_timeline(segments: pd.DataFrame, *, queue: str) -> Figure:
         return nothing_to_show(title, "no segment files")
     rows = rows.sort_values("segment")
     reclaimable = int(rows.loc[rows["status"] == "garbage", "size"].sum())
-    fig = _figure(min(16, 4 + 0.3 * len(rows)), 4.5)
+    # Wide enough for the title: a queue is a directory's whole path.
+    fig = _figure(max(10.0, min(16, 4 + 0.3 * len(rows))), 4.5)
     ax = fig.add_subplot()
     x = list(range(len(rows)))
     for status, colour in STATUS_COLOURS.items():
         chosen = [i for i, s in zip(x, rows["status"], strict=True) if s == status]
-        ax.bar(chosen, rows["size"].iloc[chosen], color=colour, label=STATUS_LABELS[status])
+        if chosen:  # an empty bar set would still get a legend entry, in the default colour
+            ax.bar(chosen, rows["size"].iloc[chosen], color=colour, label=STATUS_LABELS[status])
     restart = [i for i, r in zip(x, rows["restart"], strict=True) if r]
     for i in restart:
         ax.axvline(i - 0.5, color="#1f4e79", linestyle="--", linewidth=2,
@@ -303,7 +331,7 @@ def garbage_timeline(segments: pd.DataFrame, *, queue: str) -> Figure:
     ax.set_ylabel("bytes")
     garbage = plural(int((rows["status"] == "garbage").sum()), "garbage segment")
     ax.set_title(f"{title}: {_size(reclaimable)} reclaimable in {garbage}")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.legend(fontsize=8, loc="outside lower center", ncol=3)  # below the axes, not on them
     return fig
 
 

@@ -1,11 +1,16 @@
 """ipywidgets explorers the notebooks use: pickers over findings, James partitions, Cyrus sharing
 and segment garbage, each redrawing a static figure from `plots`.
 
-An explorer is a `VBox` of its pickers and an `Image` of the current figure. Its display bundle
-also carries that figure as ``image/png`` and an HTML rendering, so a notebook run headless
-(nbmake, nbconvert) keeps a picture of the current view in the cell output, which exported
-notebooks and reports show without any widget JavaScript. Each selection's figure is computed
-once (Spark work included) and kept, so moving a picker back costs nothing.
+An explorer is a `VBox` of its pickers and an `Image` of the current figure. Displayed in a
+notebook it writes two outputs: the widget, then its static fallback (`Explorer.fallback_bundle`:
+the figure as ``image/png`` and as HTML with the table under it, and a line saying to run the
+cells again to explore). Widget outputs need JavaScript and the widget state: a notebook
+reopened without them, or exported by a stock ``jupyter nbconvert --to html`` (whose widget
+manager loads from a CDN), shows the fallback instead; where the widget does render (a live
+JupyterLab, an export online) a style rule in the fallback hides it, all but the line to run the
+cells again under a widget drawn from saved state with no kernel (`FALLBACK_STYLE`). Each
+selection's figure is computed once (Spark work included) and kept, so moving a picker back
+costs nothing.
 """
 
 from __future__ import annotations
@@ -13,16 +18,18 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
+import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets
+import numpy as np
 import pandas as pd
 
 from mqforensics.findings import SEVERITIES
 from mqforensics.views import plots
-from mqforensics.views.plot_data import MISSING, cell_text, detail_of, is_missing
+from mqforensics.views.plot_data import MISSING, cell_text, detail_lines, is_missing
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,6 +37,25 @@ if TYPE_CHECKING:
 
 ALL = "(all)"
 TABLE_ROWS = 200
+PAGE_ROWS = 15  # a longer table scrolls in a box about this many rows high
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+RERUN_NOTE = (
+    "The explorer as its cell left it, not connected to a kernel: run the notebook's cells again "
+    "to explore interactively."
+)
+# The fallback right after an explorer that rendered (its VBox view, in JupyterLab and Notebook 7,
+# nbconvert's lab and classic templates): hidden when the explorer is live; when it is drawn from
+# saved widget state with no kernel behind it (ipywidgets marks it disconnected), only the line
+# saying to run the cells again shows. Where the explorer did not render, all of it shows.
+_RENDERED = ("widget-vbox:not(.jupyter-widgets-disconnected)", "widget-vbox")
+FALLBACK_STYLE = (
+    "<style>"
+    f".jp-OutputArea-child:has(.{_RENDERED[0]}) + .jp-OutputArea-child:has(.mqf-fallback), "
+    f".output_area:has(.{_RENDERED[0]}) + .output_area:has(.mqf-fallback), "
+    f".jp-OutputArea-child:has(.{_RENDERED[1]}) + .jp-OutputArea-child .mqf-static, "
+    f".output_area:has(.{_RENDERED[1]}) + .output_area .mqf-static {{display: none;}}"
+    "</style>"
+)
 
 
 def show(fig: Figure) -> Any:
@@ -95,19 +121,45 @@ class Explorer(ipywidgets.VBox):
         return self._render()[0]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The live widget (ipywidgets' view) and a one-line text of what it shows."""
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
+        bundle["text/plain"] = f"{type(self).__name__}({self._chosen_text()})"
+        return bundle
+
+    def static_html(self) -> str:
+        """The current view without JavaScript: its title and selection, the figure (PNG) and
+        the table under it, then the line saying to run the cells again."""
         png, caption = self._render()
         encoded = base64.b64encode(png).decode("ascii")
-        chosen = self._chosen_text()
-        bundle["image/png"] = encoded
-        bundle["text/html"] = (
-            f'<div class="mqf-explorer"><p><b>{html.escape(self._title)}</b> '
-            f"<small>({html.escape(chosen)})</small></p>"
-            f'<img alt="{html.escape(self._title or type(self).__name__)}" '
-            f'src="data:image/png;base64,{encoded}"/>{caption}</div>'
+        alt = html.escape(self._title or type(self).__name__)
+        rerun = f'<p class="mqf-rerun"><small>{RERUN_NOTE}</small></p>'
+        return (
+            f'<div class="mqf-explorer mqf-fallback">{FALLBACK_STYLE}<div class="mqf-static">'
+            f"<p><b>{html.escape(self._title)}</b> "
+            f"<small>({html.escape(self._chosen_text())})</small></p>"
+            f'<img alt="{alt}" style="max-width: 100%" src="data:image/png;base64,{encoded}"/>'
+            f"{caption}</div>{rerun}</div>"
         )
-        bundle["text/plain"] = f"{type(self).__name__}({chosen})"
-        return bundle
+
+    def fallback_bundle(self) -> dict[str, Any]:
+        """The output shown where the widget cannot be: `static_html`, the figure alone as
+        ``image/png`` (for viewers without HTML) and a line of text."""
+        return {
+            "text/html": self.static_html(),
+            "image/png": base64.b64encode(self.png()).decode("ascii"),
+            "text/plain": f"{self._title or type(self).__name__} ({self._chosen_text()}): "
+            f"{RERUN_NOTE}",
+        }
+
+    def _ipython_display_(self) -> None:
+        """Displayed (a cell's value, or ``display(explorer)``): the widget, then its static
+        fallback as a second output (see the module's doc)."""
+        from IPython.display import display
+
+        widget, fallback = self._repr_mimebundle_(), self.fallback_bundle()
+        model = (widget.get(WIDGET_VIEW) or {}).get("model_id")
+        display(widget, raw=True)
+        display(fallback, raw=True, metadata={"mqforensics": {"fallback_of": model}})
 
 
 def _hashable(value: Any) -> Hashable:
@@ -260,26 +312,85 @@ def _queue_name(queue: Any) -> str:
 
 
 def findings_rows_html(rows: pd.DataFrame) -> str:
-    """Some findings as an HTML table: severity, check, queue, subject, bytes and their detail as
-    ``key: value`` pairs; a missing value is an en dash, never ``None`` or ``nan``."""
-    head = "".join(f"<th>{name}</th>" for name in _CAPTION_COLUMNS)
-    body = []
-    for row in rows.itertuples(index=False):
-        cells = [
-            row.severity,
-            row.check,
-            row.queue,
-            row.subject,
-            f"{int(row.bytes):,}" if not is_missing(row.bytes) else None,
-            detail_of(row.detail),
-        ]
-        body.append(
-            "<tr>" + "".join(f"<td>{html.escape(cell_text(c))}</td>" for c in cells) + "</tr>"
+    """Some findings as an HTML table (`table_html`): severity, check, queue, the object each is
+    about (the finding's ``subject``), bytes and its detail, one ``key: value`` line per key."""
+    shown = pd.DataFrame(
+        {
+            "severity": rows["severity"],
+            "check": rows["check"],
+            "queue": rows["queue"],
+            "object": rows["subject"],
+            "bytes": rows["bytes"],
+            "detail": rows["detail"].map(detail_lines),
+        },
+        columns=list(_CAPTION_COLUMNS),
+    )
+    return table_html(shown, classes="mqf-findings")
+
+
+_CAPTION_COLUMNS = ("severity", "check", "queue", "object", "bytes", "detail")
+_CELL = "padding: 0.25em 0.5em; vertical-align: top; "  # a widget's HTML has no table style
+_LEFT = _CELL + "text-align: left; white-space: normal; overflow-wrap: break-word"
+_RIGHT = _CELL + "text-align: right; white-space: nowrap"
+# A column of long text (ids, paths, details) may break anywhere, so the table fits its width.
+_LONG = _CELL + "text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 10em"
+_HEAD = "position: sticky; top: 0; background: var(--jp-layout-color0, #fff); "
+_LONG_TEXT = 30  # characters
+
+
+def table_html(frame: pd.DataFrame, *, classes: str = "mqf-table") -> str:
+    """`frame`'s columns (not its index) as an HTML table styled inline, so it reads the same in
+    a live widget, an exported notebook and a viewer that drops style sheets: text left-aligned
+    and wrapped (a column of long text breaking anywhere, so the table fits the page's width),
+    numbers right-aligned (whole ones with thousands separators), a list one item per line, a
+    missing value an en dash (never ``None`` or ``nan``). Over `PAGE_ROWS` rows it scrolls in a
+    box that high, its header kept in view."""
+    styles = [_column_style(frame.iloc[:, i]) for i in range(frame.shape[1])]
+    head = "".join(
+        f'<th style="{_HEAD}{style}">{html.escape(str(name))}</th>'
+        for name, style in zip(frame.columns, styles, strict=True)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td style="{style}">{_cell_html(value)}</td>'
+            for value, style in zip(values, styles, strict=True)
         )
-    return f'<table class="mqf-findings"><tr>{head}</tr>{"".join(body)}</table>'
+        + "</tr>"
+        for values in frame.itertuples(index=False, name=None)
+    )
+    # JupyterLab's and nbconvert's style sheets lay tables out fixed: equal columns at 100%.
+    width = "width: 100%; " if _LONG in styles else ""
+    width = f' style="{width}table-layout: auto"'
+    table = (
+        f'<table class="{html.escape(classes)}"{width}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
+    if len(frame) <= PAGE_ROWS:
+        return table
+    return (
+        f'<div class="mqf-scroll" style="max-height: {2 * PAGE_ROWS + 3}em; overflow: auto">'
+        f"{table}</div>"
+    )
 
 
-_CAPTION_COLUMNS = ("severity", "check", "queue", "subject", "bytes", "detail")
+def _column_style(column: pd.Series) -> str:
+    if _is_number_column(column):
+        return _RIGHT
+    longest = max((len(_cell_html(value)) for value in column), default=0)
+    return _LONG if longest > _LONG_TEXT else _LEFT
+
+
+def _is_number_column(column: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column))
+
+
+def _cell_html(value: Any) -> str:
+    if isinstance(value, list):
+        return "<br>".join(html.escape(str(line)) for line in value) if value else MISSING
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return f"{int(value):,}"
+    return html.escape(cell_text(value))
 
 
 # --- pandas tables in notebooks ------------------------------------------------------------------
@@ -288,13 +399,17 @@ _DASHED_ROWS = 10_000  # a larger table is shown with pandas' own marks for miss
 
 
 def frame_html(frame: pd.DataFrame) -> str:
-    """A pandas table as a notebook shows it (pandas' display options), each missing value (None,
-    NaN, NaT, NA) an en dash instead of ``None``/``NaN``/``NaT``/``<NA>``."""
+    """A pandas table as a notebook shows it (pandas' display options for rows and columns) and
+    as people read it: each missing value (None, NaN, NaT, NA) an en dash instead of
+    ``None``/``NaN``/``NaT``/``<NA>``; text columns (and a text index) left-aligned and wrapped,
+    never cut at ``display.max_colwidth`` characters; a column of mappings, or a ``detail``
+    column of JSON objects (a finding's), one ``key: value`` line per key. Numbers stay
+    right-aligned."""
     shown = frame
     if len(frame) <= _DASHED_ROWS:
         columns = []
         for position in range(frame.shape[1]):
-            column = frame.iloc[:, position]
+            column = _readable(frame.columns[position], frame.iloc[:, position])
             missing = column.map(is_missing).astype(bool)
             columns.append(
                 column.astype(object).where(~missing, MISSING) if missing.any() else column
@@ -302,18 +417,80 @@ def frame_html(frame: pd.DataFrame) -> str:
         if columns:
             shown = pd.concat(columns, axis=1)
             shown.columns = frame.columns
-    return str(
-        shown.to_html(
+    ident = f"mqf-{uuid.uuid4().hex[:12]}"
+    with pd.option_context("display.max_colwidth", None):
+        table = shown.to_html(
             na_rep=MISSING,
             notebook=True,
+            table_id=ident,
             max_rows=pd.get_option("display.max_rows"),
             max_cols=pd.get_option("display.max_columns"),
             show_dimensions=pd.get_option("display.show_dimensions"),
         )
-    )
+    return _frame_style(ident, frame) + str(table).replace(_LINE, "<br>")
 
 
-def show_missing_as_dashes() -> None:
+_PROSE = 60  # a text column with values longer than this (characters) gets room to wrap them
+_LINE = "\u2028"  # between a cell's lines (pandas writes a newline as ``\n``): made ``<br>``
+
+
+def _readable(name: Any, column: pd.Series) -> pd.Series:
+    """`column` with each mapping (or, in a column named ``detail``, each JSON object) written as
+    one ``key: value`` line per key; any other column as it is."""
+    if column.dtype != object and not pd.api.types.is_string_dtype(column):
+        return column
+    present = [value for value in column if not is_missing(value)]
+    if not present or not all(
+        isinstance(value, dict)
+        or (name == "detail" and isinstance(value, str) and value.lstrip().startswith("{"))
+        for value in present
+    ):
+        return column
+    return column.map(lambda value: value if is_missing(value) else _LINE.join(detail_lines(value)))
+
+
+def _frame_style(ident: str, frame: pd.DataFrame) -> str:
+    """The style rules of `frame`'s table (``id`` `ident`): which cells are text, by the position
+    pandas shows each column at (`_shown_columns`)."""
+    rules = [f"#{ident} td, #{ident} th {{vertical-align: top;}}"]
+    levels = frame.index.nlevels
+    if not all(_is_number_column(frame.index.get_level_values(i)) for i in range(levels)):
+        rules.append(f"#{ident} tbody th {{text-align: left;}}")
+    flat = not isinstance(frame.columns, pd.MultiIndex)
+    for place, position in enumerate(_shown_columns(frame.shape[1]), start=1):
+        if position is None:
+            continue
+        column = frame.iloc[:, position]
+        if _is_number_column(column) or pd.api.types.is_datetime64_any_dtype(column):
+            continue
+        texts = column.head(_DASHED_ROWS).map(lambda v: "" if is_missing(v) else str(v))
+        wrap = "white-space: normal; overflow-wrap: break-word;"
+        if not texts.str.contains(r"\s").any():  # ids, paths, states: whole, never broken
+            wrap = "white-space: nowrap;"
+        elif (texts.str.len().max() or 0) > _PROSE:  # prose: room to wrap in lines, not words
+            wrap += " min-width: 12em; max-width: 48em;"
+        rules.append(f"#{ident} td:nth-of-type({place}) {{text-align: left; {wrap}}}")
+        if flat:
+            rules.append(
+                f"#{ident} thead tr:first-child th:nth-of-type({place + levels}) "
+                f"{{text-align: left;}}"
+            )
+    return "<style>" + " ".join(rules) + "</style>"
+
+
+def _shown_columns(count: int) -> list[int | None]:
+    """The column positions a pandas HTML table shows, in order, None for the ``...`` column it
+    puts in the middle of one with more columns than ``display.max_columns``."""
+    most = pd.get_option("display.max_columns")
+    if not most or count <= most:
+        return list(range(count))
+    half = most // 2
+    if half < 1:
+        return list(range(most))
+    return [*range(half), None, *range(count - half, count)]
+
+
+def readable_tables() -> None:
     """Make the running IPython kernel show every pandas table through `frame_html` (done when
     this module is imported in a notebook; nothing outside IPython)."""
     try:
@@ -325,4 +502,4 @@ def show_missing_as_dashes() -> None:
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
 
 
-show_missing_as_dashes()
+readable_tables()

@@ -2,14 +2,19 @@
 package): the page renders (the screenshot is not blank), every plot is decoded, no JavaScript
 error (console error or uncaught exception), nothing is fetched from outside the file, and the
 text a person reads shows no missing value as ``nan``, ``None..None`` or a ``None`` cell, and no
-``Error displaying widget``."""
+``Error displaying widget``. Each analysts' notebook is executed once, then read both as
+``mqforensics report notebook`` exports it and as a stock ``jupyter nbconvert --to html`` export
+(every widget output followed by its static fallback)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from nbclient import NotebookClient
 
 from mqforensics.cli import main
 from mqforensics.errors import ServiceStartError
+from mqforensics.findings import size_text
 from mqforensics.services.chromium import (
     DevTools,
     PageReport,
@@ -53,6 +59,24 @@ def chromium() -> Path:
         return ensure_chromium()
     except MqfError as exc:
         pytest.fail(f"Chromium is needed and could not be installed: {explain(exc)}", pytrace=False)
+
+
+PDFTOTEXT = Path("/usr/bin/pdftotext")
+
+
+@pytest.fixture(scope="module")
+def pdftotext() -> Path:
+    """Debian's pdftotext (poppler-utils), installed with apt when missing, as Chromium is."""
+    from mqforensics.errors import MqfError, explain
+    from mqforensics.services.apt import ensure_packages
+
+    try:
+        ensure_packages(["poppler-utils"], what="pdftotext", probe=PDFTOTEXT,
+                        installed=PDFTOTEXT.exists, system_service=None)  # fmt: skip
+    except MqfError as exc:
+        pytest.fail(f"pdftotext is needed and could not be installed: {explain(exc)}",
+                    pytrace=False)  # fmt: skip
+    return PDFTOTEXT
 
 
 def _check_page(report: PageReport, shot: Path, *, plots: int | None) -> None:
@@ -93,7 +117,9 @@ def _check_text(page: Path) -> None:
     assert shown == [], f"{page.name} has table cells {shown}"
 
 
-def test_the_archive_report_renders_with_its_plots(chromium, spark, tmp_path: Path) -> None:
+def test_the_archive_report_renders_with_its_plots(
+    chromium, pdftotext, spark, tmp_path: Path
+) -> None:
     demo = tmp_path / "demo"
     assert main(["demo", "--out", str(demo)]) == 0
     page = tmp_path / "report.html"
@@ -108,11 +134,110 @@ def test_the_archive_report_renders_with_its_plots(chromium, spark, tmp_path: Pa
     assert text.index("Verdict") < text.index("Inputs") < text.index("Findings:")
     rows = json.loads((demo / "findings.json").read_text())
     checks = {r["check"] for r in rows}
-    assert f"{len(rows)} findings from {len(checks)} checks; worst severity error" in text
+    assert f"{len(rows)} findings (" in text
+    assert f") from {len(checks)} of the 17 checks run; worst severity error;" in text
     assert text.count("What to do") == len(checks)
+    # The bytes the verdict quotes count each stored object once (a personal_data mail row in a
+    # partition unreclaimed_slice found is part of it) and it says so; the naive sum is nowhere.
+    partitions = {r["subject"] for r in rows if r["scope"] == "partition"}
+    objects = {
+        (r["scope"], r["subject"]): r["bytes"]
+        for r in rows
+        if r["bytes"] is not None and r["detail"].get("partition") not in partitions
+    }
+    held = f"{size_text(sum(objects.values()))} held by {len(objects)} stored objects"
+    assert f"{held} (each counted once)." in text
+    assert "Bytes held: each stored object (system, scope, object)" in text
+    assert f"{size_text(sum(r['bytes'] or 0 for r in rows))} held" not in text
+    # A check none of whose findings records a size holds an en dash in the verdict, not 0 B.
+    verdict = _tables(page)[0]["rows"]
+    assert verdict[0][:4] == ["check", "worst severity", "findings", "bytes held"]
+    sizeless = checks - {r["check"] for r in rows if r["bytes"] is not None}
+    assert sizeless and {row[0] for row in verdict[1:] if row[3] == "\u2013"} == sizeless
+    _check_printed(page, pdftotext, tmp_path)
+
+
+# CSS pixels between the report's 12 mm margins on a landscape Letter page (A4 is wider).
+PRINT_WIDTH = 965
+# Every table: the heading above it, its cells' texts, its right edge (and its cells'), the
+# page's width, and its top and bottom (with its heading) in page coordinates.
+_TABLES_JS = """JSON.stringify(Array.from(document.querySelectorAll("table")).map(t => {
+  const box = t.closest(".wide") || t;
+  let heading = null;
+  for (let e = box.previousElementSibling; e && !heading; e = e.previousElementSibling)
+    if (/^H[1-6]$/.test(e.tagName)) heading = e;
+  const right = c => Math.round(c.getBoundingClientRect().right);
+  return {
+    title: heading ? heading.innerText : "",
+    rows: Array.from(t.rows).map(r => Array.from(r.cells).map(c => c.innerText.trim())),
+    right: Math.max(right(t), ...Array.from(t.querySelectorAll("td, th")).map(right)),
+    width: Math.round(t.getBoundingClientRect().width),
+    page: document.documentElement.clientWidth,
+    top: (heading || t).getBoundingClientRect().top + window.scrollY,
+    bottom: t.getBoundingClientRect().bottom + window.scrollY,
+  };
+}))"""
+
+
+def _tables(page: Path, *, print_pdf: Path | None = None, shot: Path | None = None) -> list:
+    """The tables of `page` as `_TABLES_JS` measures them on a 1280 px screen; with
+    `print_pdf`, printed to that PDF (as ``chromium --print-to-pdf`` prints, the page's own
+    CSS page size) and measured as laid out for print, `PRINT_WIDTH` wide, with a screenshot
+    of the widest findings table so laid out in `shot`."""
+    with browser(1280, 1600) as target:
+        tools = DevTools(target)
+        try:
+            tools.call("Page.enable")
+            tools.call("Page.navigate", url=page.resolve().as_uri())
+            tools.wait_for("Page.loadEventFired")
+            if print_pdf is None:
+                answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
+                return list(json.loads(answer["result"]["value"]))
+            printed = tools.call("Page.printToPDF", preferCSSPageSize=True, printBackground=True)
+            print_pdf.write_bytes(base64.b64decode(printed["data"]))
+            tools.call("Emulation.setEmulatedMedia", media="print")
+            tools.call("Emulation.setDeviceMetricsOverride", width=PRINT_WIDTH, height=1600,
+                       deviceScaleFactor=1, mobile=False)  # fmt: skip
+            answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
+            tables = list(json.loads(answer["result"]["value"]))
+            if shot is not None:
+                widest = max(tables, key=lambda t: len(t["rows"][0]))
+                clip = {"x": 0, "y": widest["top"] - 8, "width": PRINT_WIDTH,
+                        "height": widest["bottom"] - widest["top"] + 16, "scale": 1}  # fmt: skip
+                picture = tools.call("Page.captureScreenshot", format="png", clip=clip,
+                                     captureBeyondViewport=True)  # fmt: skip
+                shot.write_bytes(base64.b64decode(picture["data"]))
+            return tables
+        finally:
+            tools.close()
+
+
+def _check_printed(page: Path, pdftotext: Path, tmp_path: Path) -> None:
+    """On paper the widest findings table (wider than the page on screen) is whole: laid out
+    for print, every cell of every table ends inside the page, the last column included, and
+    the PDF Chromium prints holds that column's heading on the table's page."""
+    screen = {t["title"]: t for t in _tables(page)}
+    pdf, shot = tmp_path / "report.pdf", tmp_path / "report-print-table.png"
+    printed = _tables(page, print_pdf=pdf, shot=shot)
+    where = f"(PDF {pdf}, screenshot {shot})"
+    wide = max(printed, key=lambda t: len(t["rows"][0]))
+    assert len(wide["rows"][0]) >= 12 and screen[wide["title"]]["width"] > PRINT_WIDTH, where
+    assert not is_blank(shot.read_bytes()), where
+    for table in printed:
+        assert table["page"] == PRINT_WIDTH and table["right"] <= PRINT_WIDTH, (table, where)
+    # The last column's values are the findings' own, whole (wrapped, never cut).
+    assert [row[-1] for row in wide["rows"]] == [row[-1] for row in screen[wide["title"]]["rows"]]
+    assert pdf.read_bytes().startswith(b"%PDF-"), where
+    text = subprocess.run([str(pdftotext), "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True, timeout=120).stdout  # fmt: skip
+    [sheet] = [s for s in text.split("\f") if wide["title"] in s]
+    assert wide["rows"][0][-1] in sheet.split(wide["title"], 1)[1], (wide["rows"][0], where)
 
 
 def _executed(notebook: Path, tmp_path: Path) -> Path:
+    """`notebook` executed as nbclient (papermill, ``nbconvert --execute``) runs it, widget
+    state saved, into `tmp_path`; and its stock ``jupyter nbconvert --to html`` export as a
+    person would share it, in ``tmp_path/stock/`` (`_check_stock_export`)."""
     executed = tmp_path / notebook.name
     shutil.copyfile(notebook, executed)
     node = nbformat.read(str(executed), as_version=4)
@@ -128,11 +253,106 @@ def _executed(notebook: Path, tmp_path: Path) -> Path:
         else:
             os.environ["MQF_NOTEBOOK_OUT"] = before
     nbformat.write(node, str(executed))
+    stock = tmp_path / "stock"
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir", str(stock),
+         str(executed)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
     return executed
+
+
+WIDGET_VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
+# In Chromium: whether each explorer's fallback shows and its picture decoded; then once a widget
+# view (a VBox, as JupyterLab or the CDN's widget manager draws it) stands before each: drawn from
+# saved state with no kernel (ipywidgets marks it disconnected), only the fallback's line saying to
+# run the cells again shows; live, nothing of the fallback does.
+_FALLBACKS_JS = """(() => {
+  const seen = () => Array.from(document.querySelectorAll(".mqf-fallback")).map(f => ({
+    shown: f.getBoundingClientRect().height > 0,
+    images: Array.from(f.querySelectorAll("img")).map(i => [i.complete, i.naturalWidth])}));
+  const before = seen();
+  const first = document.querySelector(".mqf-fallback");
+  if (first) first.scrollIntoView();
+  return JSON.stringify(before);
+})()"""
+_RENDER_WIDGETS_JS = """(() => {
+  const height = (f, part) => f.querySelector(part).getBoundingClientRect().height;
+  const views = [];
+  for (const tag of document.querySelectorAll(
+      'script[type="application/vnd.jupyter.widget-view+json"]')) {
+    const view = document.createElement("div");
+    view.className = "widget-vbox jupyter-widgets-disconnected";
+    view.textContent = "an explorer drawn from its saved state";
+    tag.parentElement.insertBefore(view, tag);
+    views.push(view);
+  }
+  const fallbacks = Array.from(document.querySelectorAll(".mqf-fallback"));
+  const saved = fallbacks.map(f => [height(f, ".mqf-static") > 0, height(f, ".mqf-rerun") > 0]);
+  views.forEach(view => view.classList.remove("jupyter-widgets-disconnected"));
+  const live = fallbacks.map(f => f.getBoundingClientRect().height > 0);
+  return JSON.stringify({saved, live});
+})()"""
+
+
+def _check_stock_export(executed: Path, shot: Path) -> list[str]:
+    """The stock ``jupyter nbconvert --to html`` export of `executed` (whose widget manager
+    would load from a CDN, unreachable here): every widget output is followed by its explorer's
+    static fallback (a picture, and the table under it when the explorer has one), which
+    Chromium shows, and hides once a widget renders (but for the line saying to run the cells
+    again, under a widget with no kernel); no widget shows as its raw repr. A screenshot of the
+    first fallback goes to `shot`. Returns the fallbacks' picture names."""
+    from bs4 import BeautifulSoup
+
+    page = executed.parent / "stock" / f"{executed.stem}.html"
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    outputs = soup.select(".jp-OutputArea-child")
+    names = []
+    for position, output in enumerate(outputs):
+        if output.select_one(WIDGET_VIEW) is None:
+            continue
+        after = outputs[position + 1] if position + 1 < len(outputs) else None
+        fallback = after.select_one(".mqf-fallback") if after is not None else None
+        where = f"{page.name}: widget output {position} ({output.get_text(' ', strip=True)!r})"
+        assert fallback is not None, f"{where} has no static fallback after it"
+        images = fallback.select('img[src^="data:image/png;base64,"]')
+        assert len(images) == 1 and len(images[0]["src"]) > 2000, where
+        assert "run the notebook's cells again to explore interactively" in fallback.get_text()
+        names.append(str(images[0]["alt"]))
+    assert len(soup.select(".mqf-fallback")) == len(names), page.name
+    text = soup.get_text(" ")
+    for raw in ("HBox(children=", "VBox(children=", "IntProgress(", "<Figure size"):
+        assert raw not in text, f"{page.name} shows {raw!r}"
+    with browser(1280, 1600) as target:
+        tools = DevTools(target)
+        try:
+            tools.call("Page.enable")
+            tools.call("Page.navigate", url=page.resolve().as_uri())
+            tools.wait_for("Page.loadEventFired")
+            seen = tools.call("Runtime.evaluate", expression=_FALLBACKS_JS, returnByValue=True)
+            picture = tools.call("Page.captureScreenshot", format="png")
+            hidden = tools.call("Runtime.evaluate", expression=_RENDER_WIDGETS_JS,
+                                returnByValue=True)  # fmt: skip
+        finally:
+            tools.close()
+    shot.write_bytes(base64.b64decode(picture["data"]))
+    assert not is_blank(shot.read_bytes()), shot
+    for fallback in json.loads(seen["result"]["value"]):
+        assert fallback["shown"], (page.name, fallback)
+        assert all(done and width > 200 for done, width in fallback["images"]), fallback
+    rendered = json.loads(hidden["result"]["value"])
+    assert all(shown == [False, True] for shown in rendered["saved"]), (page.name, rendered)
+    assert not any(rendered["live"]), f"{page.name}: fallbacks not hidden under a live widget"
+    return names
 
 
 def test_an_exported_notebook_renders_its_explorers(chromium, tmp_path: Path) -> None:
     executed = _executed(NOTEBOOK, tmp_path)
+    # Shared as the stock export: each explorer's static fallback after its widget.
+    assert _check_stock_export(executed, tmp_path / "stock.png") == [
+        "James findings",
+        "Slices x buckets: live vs consumed rows",
+    ]
     page = tmp_path / "01_james_queue.html"
     assert main(["report", "notebook", str(executed), "--out", str(page)]) == 0
     report = inspect_page(page, height=4000)
@@ -148,6 +368,7 @@ def test_an_exported_notebook_renders_its_explorers(chromium, tmp_path: Path) ->
 @pytest.mark.parametrize("notebook", [n for n in NOTEBOOKS if n != NOTEBOOK], ids=lambda n: n.stem)
 def test_every_exported_notebook_reads_clean(chromium, tmp_path: Path, notebook: Path) -> None:
     executed = _executed(notebook, tmp_path)
+    _check_stock_export(executed, tmp_path / f"stock-{notebook.stem}.png")
     page = tmp_path / f"{notebook.stem}.html"
     assert main(["report", "notebook", str(executed), "--out", str(page)]) == 0
     _check_page(inspect_page(page, height=4000), tmp_path / f"{notebook.stem}.png", plots=None)

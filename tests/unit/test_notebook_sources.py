@@ -155,3 +155,75 @@ def test_a_previous_plan_is_replaced_but_nothing_else(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not an unused plan"):
         audit.plan(policy=policy, out=other, replace=True)
     assert (other / "keep.txt").read_text() == "mine"
+
+
+NOTEBOOKS = sorted((api.CHECKOUT / "notebooks").glob("**/*.ipynb"))
+ANALYSTS = [n for n in NOTEBOOKS if n.parent.name == "notebooks"]
+
+
+def test_the_notebooks_are_there() -> None:
+    assert len(ANALYSTS) == 7 and len(NOTEBOOKS) == 12, NOTEBOOKS
+    assert not any(".ipynb_checkpoints" in n.parts for n in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_a_stable_id_and_no_output(path: Path) -> None:
+    """nbformat 4.5 cell ids, written in the file (so no reader makes up random ones and warns
+    ``MissingIDFieldWarning``), unique, and kept by a save: nbformat writes the file back byte
+    for byte. Outputs are cleared: an executed copy is what people share, not the source."""
+    import io
+    import json
+    import warnings
+
+    import nbformat
+
+    text = path.read_text(encoding="utf-8")
+    raw = json.loads(text)
+    assert (raw["nbformat"], raw["nbformat_minor"]) >= (4, 5)
+    ids = [cell.get("id") for cell in raw["cells"]]
+    assert all(isinstance(i, str) and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", i) for i in ids), ids
+    assert len(set(ids)) == len(ids), ids
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # MissingIDFieldWarning, DuplicateCellId, ...
+        node = nbformat.reads(text, as_version=4)
+        nbformat.validate(node)
+    saved = io.StringIO()
+    nbformat.write(node, saved)
+    assert saved.getvalue() == text
+    for cell in raw["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None, cell["id"]
+
+
+# A cell ending with one of these shows a bare number (``0``, a count, the characters written).
+_NUMBER_CALLS = {"count", "write", "write_text", "write_bytes", "system", "call", "len", "sum"}
+
+
+@pytest.mark.parametrize("path", ANALYSTS, ids=lambda p: p.stem)
+def test_a_cell_shows_what_it_means_to(path: Path) -> None:
+    """No cell ends with an expression that shows a stray number, and tables are shown as frames
+    (`widgets.readable_tables`, turned on in the setup cell), not pandas Stylers, which would
+    skip it; the findings tables call a finding's key column ``object``."""
+    import ast
+
+    import nbformat
+
+    node = nbformat.read(path, as_version=4)
+    code = [cell for cell in node.cells if cell.cell_type == "code"]
+    assert any("readable_tables()" in cell.source for cell in code[:2]), path.name
+    for cell in code:
+        tree = ast.parse(cell.source)
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+            called = last.value.func
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+            assert name not in _NUMBER_CALLS, (path.name, cell.id, ast.unparse(last))
+        assert ".style" not in cell.source, (path.name, cell.id)
+        shown = {c.value for c in ast.walk(last) if isinstance(c, ast.Constant)} if last else set()
+        if isinstance(last, ast.Expr) and "subject" in shown:
+            assert 'rename(columns={"subject": "object"})' in cell.source, (path.name, cell.id)
+
+
+def test_jupyter_checkpoints_are_never_committed() -> None:
+    ignored = (api.CHECKOUT / ".gitignore").read_text().splitlines()
+    assert ".ipynb_checkpoints/" in ignored

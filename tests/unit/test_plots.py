@@ -193,3 +193,26 @@ def test_a_hundred_thousand_findings_draw_as_a_few_bars_with_readable_axes() -> 
     assert right.get_title() == "87.9 GiB held"
     assert [t.get_text() for t in right.texts] == [" 87.9 GiB"]
     assert png.startswith(b"\x89PNG")
+
+
+def test_a_figure_a_cell_ends_with_shows_as_a_picture_whatever_the_backend() -> None:
+    """A notebook cell ending with a figure (``plots.plan_overview(...)``) shows its PNG, and the
+    same PNG in HTML with the figure's title as its alternative text: never the bare
+    ``<Figure size 1000x315 with 2 Axes>`` that an export would keep."""
+    import base64
+
+    from IPython.core.formatters import DisplayFormatter
+
+    actions = pd.DataFrame(
+        {"kind": ["delete_segment"], "rule": ["garbage"], "bytes": [4096], "tombstones": [0]}
+    )
+    fig = plots.plan_overview(actions, title="Plan p")
+    data, _metadata = DisplayFormatter().format(fig)
+    assert set(data) == {"image/png", "text/html", "text/plain"}
+    png = base64.b64decode(data["image/png"])
+    assert png.startswith(b"\x89PNG") and _distinct_colours(png) > 20
+    assert data["text/html"].startswith('<img alt="Plan p: 1 action" style="max-width: 100%" ')
+    assert data["image/png"] in data["text/html"]
+    assert data["text/plain"] == "<figure: Plan p: 1 action>"
+    heatmap = plots.slice_bucket_heatmap(_cells(), queue="spool")
+    assert plots.figure_title(heatmap) == "Queue spool: rows live vs consumed per slice x bucket"

@@ -1,11 +1,16 @@
-"""The explorers: pickers filter, views redraw, and headless outputs keep a picture."""
+"""The explorers: pickers filter, views redraw, and headless outputs keep a picture: a displayed
+explorer writes its widget and then a static fallback that a stock ``nbconvert --to html`` shows
+when the widget cannot render. Pandas tables in notebooks read as prose tables should."""
 
 from __future__ import annotations
 
 import base64
 import io
+import json
+import re
 
 import pandas as pd
+import pytest
 from PIL import Image
 
 from mqforensics.views import plot_data, widgets
@@ -94,25 +99,127 @@ def test_no_timestamps_disable_the_range_and_say_so() -> None:
     assert len(explorer.selected()) == 2
     caption = explorer.caption_html()
     assert "2 findings selected" in caption
-    # A missing queue and a missing detail value are an en dash; never None or nan.
-    assert "<td>error</td><td>stuck_mail</td><td>\u2013</td><td>m0</td><td>0</td>" in caption
-    assert "<td>age_seconds: 0; name: \u2013; visible: yes</td>" in caption
+    # A missing queue and a missing detail value are an en dash; never None or nan. The detail
+    # reads as one key: value line per key.
+    assert _cells(caption)[:6] == ["error", "stuck_mail", "\u2013", "m0", "0",
+                                   "age_seconds: 0<br>name: \u2013<br>visible: yes"]  # fmt: skip
     for word in ("None", "nan", "NaT", "null"):
         assert word not in caption, word
 
 
-def test_display_bundle_carries_a_static_picture_of_the_current_view() -> None:
+def _cells(table: str) -> list[str]:
+    return re.findall(r"<td[^>]*>(.*?)</td>", table)
+
+
+def test_the_fallback_carries_a_static_picture_of_the_current_view() -> None:
     explorer = widgets.FindingsExplorer(_findings(), title="F")
-    bundle = explorer._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    bundle = explorer.fallback_bundle()
     picture = _image(base64.b64decode(bundle["image/png"]))
     assert picture.size[0] > 300 and len(picture.getcolors(1 << 24) or []) > 20
-    assert bundle["image/png"] in bundle["text/html"]
-    assert "3 findings selected" in bundle["text/html"]
+    page = bundle["text/html"]
+    assert (
+        f'<img alt="F" style="max-width: 100%" src="data:image/png;base64,{bundle["image/png"]}"'
+        in page
+    )
+    assert "3 findings selected" in page and "<table" in page
+    assert "run the notebook's cells again to explore interactively" in page
+    assert "run the notebook's cells again" in bundle["text/plain"]
     assert explorer._image.value == base64.b64decode(bundle["image/png"])  # the live view too
     explorer.queue.value = "outgoing"
-    assert explorer._repr_mimebundle_()["image/png"] != bundle["image/png"]
+    assert explorer.fallback_bundle()["image/png"] != bundle["image/png"]
+    assert "queue=outgoing" in explorer.fallback_bundle()["text/html"]
     assert "queue=outgoing" in explorer._repr_mimebundle_()["text/plain"]
+
+
+def _displayed(explorer: widgets.Explorer, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The outputs `explorer` writes when a cell shows it, as nbformat outputs."""
+    import IPython.display
+    from nbformat.v4 import new_output
+
+    shown: list[dict] = []
+
+    def display(data: dict, raw: bool = False, metadata: dict | None = None) -> None:
+        assert raw
+        shown.append(new_output("display_data", data=data, metadata=metadata or {}))
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    explorer._ipython_display_()
+    return shown
+
+
+def test_a_shown_explorer_writes_its_widget_then_a_static_fallback(monkeypatch) -> None:
+    explorer = widgets.FindingsExplorer(_findings(), title="F")
+    widget, fallback = _displayed(explorer, monkeypatch)
+    # The widget output is the live view alone: in a stock nbconvert export with the widget
+    # state it is chosen over anything static beside it (nbconvert's WidgetsDataTypeFilter).
+    assert set(widget["data"]) == {widgets.WIDGET_VIEW, "text/plain"}
+    model = widget["data"][widgets.WIDGET_VIEW]["model_id"]
+    assert model == explorer.model_id
+    assert set(fallback["data"]) == {"text/html", "image/png", "text/plain"}
+    assert fallback["metadata"] == {"mqforensics": {"fallback_of": model}}
+    assert widgets.WIDGET_VIEW not in fallback["data"]
+
+
+def test_stock_nbconvert_shows_the_fallback_beside_a_widget_it_cannot_render(monkeypatch) -> None:
+    """`jupyter nbconvert --to html` of an executed notebook: the widget (state saved, as
+    nbclient and papermill save it) is a script its CDN widget manager would render; the
+    fallback right after it is a picture and a table that need neither."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    explorer = widgets.FindingsExplorer(_findings(), title="F")
+    outputs = _displayed(explorer, monkeypatch)
+    model = explorer.model_id
+    notebook = new_notebook(cells=[new_code_cell("audit.explore()", outputs=outputs)])
+    notebook.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {
+            "state": {model: {"model_name": "VBoxModel", "state": {},
+                              "model_module": "@jupyter-widgets/controls",
+                              "model_module_version": "2.0.0"}},
+            "version_major": 2, "version_minor": 0,
+        }
+    }  # fmt: skip
+    nbformat.validate(notebook)
+    for template in ("lab", "classic"):
+        page, _ = HTMLExporter(template_name=template).from_notebook_node(notebook)
+        script = page.index('<script type="application/vnd.jupyter.widget-view+json">')
+        assert f'"model_id": "{model}"' in page[script : script + 200]
+        after = page[script:]
+        assert '<div class="mqf-explorer mqf-fallback">' in after, template
+        assert '<img alt="F"' in after and "<table" in after, template
+        assert "run the notebook's cells again" in after, template
+        # Hidden where the widget rendered (its VBox view), never otherwise; the line saying to
+        # run the cells again stays under one drawn from saved state with no kernel behind it.
+        assert widgets.FALLBACK_STYLE in after
+        static = after.index('<div class="mqf-static">')
+        assert static < after.index('<img alt="F"') < after.index('<p class="mqf-rerun">')
+
+
+def test_findings_tables_call_the_subject_object_and_page_long_selections() -> None:
+    rows = [
+        {"check": "stuck_mail", "severity": "error", "system": "james", "queue": "spool",
+         "scope": "mail", "subject": f"m{i}", "observed_at": "2026-11-01T10:00:00Z",
+         "bytes": 1234567, "detail": {"age_seconds": i, "why": "a reason " * 30}}
+        for i in range(widgets.PAGE_ROWS + 1)
+    ]  # fmt: skip
+    table = plot_data.findings_table(rows)
+    page = widgets.findings_rows_html(table.head(widgets.PAGE_ROWS))
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert headers == ["severity", "check", "queue", "object", "bytes", "detail"]
+    assert "mqf-scroll" not in page
+    cells = re.findall(r'<td style="[^"]*text-align: (\w+)[^"]*">', page)[:6]
+    assert cells == ["left", "left", "left", "left", "right", "left"]
+    assert _cells(page)[4] == "1,234,567"
+    detail = _cells(page)[5].split("<br>")
+    assert detail[0] == "age_seconds: 0" and detail[1].startswith("why: a reason a reason")
+    # Cut after a whole word, with an ellipsis, never inside one.
+    shown, full = detail[1].removeprefix("why: "), "a reason " * 30
+    assert shown.endswith("\u2026") and full.startswith(shown[:-1]) and full[len(shown) - 1] == " "
+    # More rows than a page: the table scrolls in a box a page high, its header in view.
+    longer = widgets.findings_rows_html(table)
+    assert longer.startswith('<div class="mqf-scroll" style="max-height: 33em; overflow: auto">')
+    assert "position: sticky; top: 0" in longer
 
 
 def test_notebook_tables_show_missing_values_as_dashes() -> None:
@@ -135,3 +242,42 @@ def test_notebook_tables_show_missing_values_as_dashes() -> None:
     assert cells == [dash, dash, dash, "[u-2@example.org]", dash, "message",
                      "u-1@example.org", "1.5", "2026-11-22 08:58:41+00:00", dash, "3",
                      "message"]  # fmt: skip
+
+
+def test_notebook_tables_of_prose_are_left_aligned_wrapped_and_whole() -> None:
+    prose = "Stuck mail pins browseStart for ever, so every browse reads all the slices behind it"
+    frame = pd.DataFrame(
+        {
+            "check": ["stuck_mail", "orphaned_blob"],
+            "what": [prose, "short"],
+            "id": ["3a60006b-0e96-4773-8c11-bda24893ab23", None],
+            "count": [3, 12000],
+            "detail": [json.dumps({"age_seconds": 5, "name": None}), None],
+        }
+    ).set_index("check")
+    page = widgets.frame_html(frame)
+    ident = re.search(r'<table[^>]* id="(mqf-[0-9a-f]+)"', page).group(1)
+    assert prose in page  # whole, not cut at display.max_colwidth (50) mid-word
+    style = page[: page.index("</style>")]
+    # "what", "id" and "detail" are text (cells 1, 2 and 4 of a row), "count" a number. Prose
+    # wraps; an id never breaks.
+    assert f"#{ident} td:nth-of-type(1) {{text-align: left; white-space: normal;" in style
+    assert f"#{ident} td:nth-of-type(2) {{text-align: left; white-space: nowrap;}}" in style
+    assert f"#{ident} td:nth-of-type(4) {{text-align: left; white-space: normal;" in style
+    assert "td:nth-of-type(3)" not in style
+    assert f"#{ident} tbody th {{text-align: left;}}" in style  # the check names
+    assert "min-width: 12em" in style  # prose gets room to wrap in lines, not words
+    # A finding's detail as key: value lines, not raw JSON.
+    assert "<td>age_seconds: 5<br>name: \u2013</td>" in page
+    assert "{" not in page[page.index("<table") :]
+
+
+def test_a_wide_notebook_table_styles_the_columns_pandas_shows() -> None:
+    frame = pd.DataFrame({f"c{i}": ["text" if i % 2 else 1] for i in range(30)})
+    with pd.option_context("display.max_columns", 6):
+        page = widgets.frame_html(frame)
+        assert widgets._shown_columns(30) == [0, 1, 2, None, 27, 28, 29]
+    cells = re.findall(r"<td>([^<]*)</td>", page)
+    assert cells == ["1", "text", "1", "...", "text", "1", "text"]
+    texts = sorted(int(n) for n in re.findall(r"td:nth-of-type\((\d+)\)", page))
+    assert texts == [2, 5, 7]

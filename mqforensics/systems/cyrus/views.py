@@ -72,7 +72,7 @@ def cyrus_sharing_edges(sharing: Any, *, reveal: bool = False) -> pd.DataFrame:
 def _explorer_class() -> type:
     """`SharingExplorer`, defined on first use (it subclasses the ipywidgets `Explorer`)."""
     from mqforensics.views import plots
-    from mqforensics.views.widgets import Explorer
+    from mqforensics.views.widgets import Explorer, table_html
 
     class SharingExplorer(Explorer):
         """The sharing graph of the Cyrus sharing report, for everyone or one identity."""
@@ -100,7 +100,7 @@ def _explorer_class() -> type:
             rows = self.edges
             if focus != EVERYONE:
                 rows = rows[(rows["owner"] == focus) | (rows["grantee"] == focus)]
-            return str(rows.to_html(index=False, escape=True, border=0))
+            return table_html(rows, classes="mqf-sharing")
 
     SharingExplorer.__module__ = __name__
     return SharingExplorer
