@@ -152,8 +152,9 @@ def size_text(count: float) -> str:
 
 
 def findings_overview(table: pd.DataFrame, *, title: str = "Findings") -> Figure:
-    """Findings per check stacked by severity (left) and the bytes they hold (right): counted
-    per check, so 100,000 findings draw as few bars as one; the legend sits below the axes."""
+    """Findings per check stacked by severity (left) and the bytes they hold per check (right,
+    no total: see `findings.verdict_line`): counted per check, so 100,000 findings draw as few
+    bars as one; the legend sits below the axes."""
     if table.empty:
         return nothing_to_show(title, "no findings")
     counts = table.pivot_table(
@@ -175,8 +176,9 @@ def findings_overview(table: pd.DataFrame, *, title: str = "Findings") -> Figure
     left.set_ylim(-0.6, len(counts) - 0.4)
     left.set_title(f"{title}: {plural(len(table), 'finding')}")
     fig.legend(title="severity", loc="outside lower center", ncol=len(severities), fontsize=8)
-    total = float(held.sum())
-    right.set_title(f"{_size(total)} held" if total > 0 else "no bytes held")
+    # Per check, no total: an object two checks found is in both bars; the verdict
+    # (`findings.verdict_line`) counts each stored object once.
+    right.set_title("bytes held per check" if float(held.sum()) > 0 else "no bytes held")
     _bytes_axis(right, held, "bytes held", "these findings hold no bytes")
     return fig
 

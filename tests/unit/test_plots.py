@@ -81,7 +81,7 @@ def test_findings_overview_counts_by_check_and_severity() -> None:
     widths = {(p.get_y(), round(p.get_width())) for p in left.patches if p.get_width()}
     assert sorted(w for _, w in widths) == [1, 2]
     assert left.get_title() == "T: 3 findings"
-    assert right.get_title() == "2.0 KiB held"
+    assert right.get_title() == "bytes held per check"
 
 
 def test_garbage_timeline_reports_reclaimable_bytes() -> None:
@@ -190,7 +190,7 @@ def test_a_hundred_thousand_findings_draw_as_a_few_bars_with_readable_axes() -> 
     assert right.get_xlim()[0] == 0
     ticks = [t.get_text() for t in right.get_xticklabels() if t.get_text()]
     assert ticks[:3] == ["0", "25 GiB", "50 GiB"], ticks  # round steps of a unit
-    assert right.get_title() == "87.9 GiB held"
+    assert right.get_title() == "bytes held per check"
     assert [t.get_text() for t in right.texts] == [" 87.9 GiB"]
     assert png.startswith(b"\x89PNG")
 
