@@ -149,8 +149,10 @@ def test_the_verdict_is_one_line_to_quote():
     assert verdict_line(ROWS[:1], checks_run=1).endswith("from the 1 check run; no size recorded")
     assert verdict_line([], checks_run=1) == "verdict: clean (no finding from the 1 check run)"
     assert verdict_line([]) == "verdict: clean (no finding)"
-    assert verdict_line(ROWS, checks_run=5, not_run=9).split(" from ")[1].startswith(
-        "all 5 checks run, 9 checks not run; "
+    assert (
+        verdict_line(ROWS, checks_run=5, not_run=9)
+        .split(" from ")[1]
+        .startswith("all 5 checks run, 9 checks not run; ")
     )
     assert verdict_line([], checks_run=8, not_run=1) == (
         "verdict: clean (no finding from the 8 checks run, 1 check not run)"
