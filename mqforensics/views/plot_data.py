@@ -55,7 +55,7 @@ def findings_table(
                 if isinstance(row.get(column), str):
                     row[column] = pseudonymize_text(row[column])
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["bytes"] = table["bytes"].fillna(0).astype("int64")
+    table["bytes"] = table["bytes"].astype("Int64")  # unknown stays unknown (shown as a dash)
     table["observed_at"] = pd.to_datetime(table["observed_at"], utc=True)
     table["rank"] = table["severity"].map(lambda s: -SEVERITIES.index(s) if s in SEVERITIES else 1)
     table = table.sort_values(["rank", "check", "subject"], kind="stable")

@@ -599,7 +599,7 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
     if len(figure.axes) > 1:  # its total would count an object found twice twice: the verdict's
         figure.axes[1].set_title("bytes held per check")
     page.figure(figure, "findings per check")
-    table["sized"] = _sized(item.rows, table)
+    table["sized"] = _sized(table)
     for check, rows in table.groupby("check", sort=True):
         shown = rows.head(ROWS_PER_CHECK)
         page.add(f"<h3>{page.show(check)} ({len(rows):,})</h3>")
@@ -619,24 +619,10 @@ def _findings_section(page: _Page, item: ReportInput) -> None:
             page.add(f"<p>{len(rows) - len(shown):,} more not shown.</p>")
 
 
-def _sized(rows: list[dict[str, Any]], table: pd.DataFrame) -> list[bool]:
-    """Per row of `table` (`plot_data.findings_table` of `rows`, whose missing sizes are 0),
-    whether its finding records a size: false for a 0 whose finding's ``bytes`` is null."""
-    from mqforensics.views.plot_data import is_missing
-
-    def key(values: Any) -> tuple[Any, ...]:
-        return tuple(None if is_missing(v) else v for v in values)
-
-    names = ("system", "check", "queue", "scope", "subject")
-    sizes: dict[tuple[Any, ...], set[bool]] = {}
-    for row in rows:
-        sizes.setdefault(key(row.get(n) for n in names), set()).add(row.get("bytes") is None)
-    return [
-        not (size == 0 and sizes.get(key(values)) == {True})
-        for values, size in zip(
-            table[list(names)].itertuples(index=False), table["bytes"], strict=True
-        )
-    ]
+def _sized(table: pd.DataFrame) -> list[bool]:
+    """Per row of `table` (`plot_data.findings_table`), whether its finding records a size
+    (``bytes`` is null, not 0, for one that does not)."""
+    return [bool(v) for v in table["bytes"].notna()]
 
 
 _PROSE_WORDS = 5  # a cell of this many words or more is a sentence: its column is kept wide

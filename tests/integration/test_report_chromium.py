@@ -9,6 +9,7 @@ text a person reads shows no missing value as ``nan``, ``None..None`` or a ``Non
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -92,17 +94,24 @@ def _check_page(report: PageReport, shot: Path, *, plots: int | None) -> None:
         assert complete and width > 200 and height > 100, (alt, width, height, where)
 
 
-def _page_text(page: Path) -> tuple[str, list[str]]:
-    """The text the browser shows of `page` (``innerText``), and that of each table cell."""
+@contextlib.contextmanager
+def opened(page: Path) -> Iterator[DevTools]:
+    """Chromium's DevTools on `page`, loaded (1280 x 1600)."""
     with browser(1280, 1600) as target:
         tools = DevTools(target)
         try:
             tools.call("Page.enable")
             tools.call("Page.navigate", url=page.resolve().as_uri())
             tools.wait_for("Page.loadEventFired")
-            answer = tools.call("Runtime.evaluate", expression=_TEXT_JS, returnByValue=True)
+            yield tools
         finally:
             tools.close()
+
+
+def _page_text(page: Path) -> tuple[str, list[str]]:
+    """The text the browser shows of `page` (``innerText``), and that of each table cell."""
+    with opened(page) as tools:
+        answer = tools.call("Runtime.evaluate", expression=_TEXT_JS, returnByValue=True)
     seen = json.loads(answer["result"]["value"])
     return str(seen["text"]), [str(cell) for cell in seen["cells"]]
 
@@ -184,32 +193,25 @@ def _tables(page: Path, *, print_pdf: Path | None = None, shot: Path | None = No
     `print_pdf`, printed to that PDF (as ``chromium --print-to-pdf`` prints, the page's own
     CSS page size) and measured as laid out for print, `PRINT_WIDTH` wide, with a screenshot
     of the widest findings table so laid out in `shot`."""
-    with browser(1280, 1600) as target:
-        tools = DevTools(target)
-        try:
-            tools.call("Page.enable")
-            tools.call("Page.navigate", url=page.resolve().as_uri())
-            tools.wait_for("Page.loadEventFired")
-            if print_pdf is None:
-                answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
-                return list(json.loads(answer["result"]["value"]))
-            printed = tools.call("Page.printToPDF", preferCSSPageSize=True, printBackground=True)
-            print_pdf.write_bytes(base64.b64decode(printed["data"]))
-            tools.call("Emulation.setEmulatedMedia", media="print")
-            tools.call("Emulation.setDeviceMetricsOverride", width=PRINT_WIDTH, height=1600,
-                       deviceScaleFactor=1, mobile=False)  # fmt: skip
+    with opened(page) as tools:
+        if print_pdf is None:
             answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
-            tables = list(json.loads(answer["result"]["value"]))
-            if shot is not None:
-                widest = max(tables, key=lambda t: len(t["rows"][0]))
-                clip = {"x": 0, "y": widest["top"] - 8, "width": PRINT_WIDTH,
-                        "height": widest["bottom"] - widest["top"] + 16, "scale": 1}  # fmt: skip
-                picture = tools.call("Page.captureScreenshot", format="png", clip=clip,
-                                     captureBeyondViewport=True)  # fmt: skip
-                shot.write_bytes(base64.b64decode(picture["data"]))
-            return tables
-        finally:
-            tools.close()
+            return list(json.loads(answer["result"]["value"]))
+        printed = tools.call("Page.printToPDF", preferCSSPageSize=True, printBackground=True)
+        print_pdf.write_bytes(base64.b64decode(printed["data"]))
+        tools.call("Emulation.setEmulatedMedia", media="print")
+        tools.call("Emulation.setDeviceMetricsOverride", width=PRINT_WIDTH, height=1600,
+                   deviceScaleFactor=1, mobile=False)  # fmt: skip
+        answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
+        tables = list(json.loads(answer["result"]["value"]))
+        if shot is not None:
+            widest = max(tables, key=lambda t: len(t["rows"][0]))
+            clip = {"x": 0, "y": widest["top"] - 8, "width": PRINT_WIDTH,
+                    "height": widest["bottom"] - widest["top"] + 16, "scale": 1}  # fmt: skip
+            picture = tools.call("Page.captureScreenshot", format="png", clip=clip,
+                                 captureBeyondViewport=True)  # fmt: skip
+            shot.write_bytes(base64.b64decode(picture["data"]))
+        return tables
 
 
 def _check_printed(page: Path, pdftotext: Path, tmp_path: Path) -> None:
@@ -323,18 +325,10 @@ def _check_stock_export(executed: Path, shot: Path) -> list[str]:
     text = soup.get_text(" ")
     for raw in ("HBox(children=", "VBox(children=", "IntProgress(", "<Figure size"):
         assert raw not in text, f"{page.name} shows {raw!r}"
-    with browser(1280, 1600) as target:
-        tools = DevTools(target)
-        try:
-            tools.call("Page.enable")
-            tools.call("Page.navigate", url=page.resolve().as_uri())
-            tools.wait_for("Page.loadEventFired")
-            seen = tools.call("Runtime.evaluate", expression=_FALLBACKS_JS, returnByValue=True)
-            picture = tools.call("Page.captureScreenshot", format="png")
-            hidden = tools.call("Runtime.evaluate", expression=_RENDER_WIDGETS_JS,
-                                returnByValue=True)  # fmt: skip
-        finally:
-            tools.close()
+    with opened(page) as tools:
+        seen = tools.call("Runtime.evaluate", expression=_FALLBACKS_JS, returnByValue=True)
+        picture = tools.call("Page.captureScreenshot", format="png")
+        hidden = tools.call("Runtime.evaluate", expression=_RENDER_WIDGETS_JS, returnByValue=True)
     shot.write_bytes(base64.b64decode(picture["data"]))
     assert not is_blank(shot.read_bytes()), shot
     for fallback in json.loads(seen["result"]["value"]):

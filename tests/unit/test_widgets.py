@@ -99,9 +99,9 @@ def test_no_timestamps_disable_the_range_and_say_so() -> None:
     assert len(explorer.selected()) == 2
     caption = explorer.caption_html()
     assert "2 findings selected" in caption
-    # A missing queue and a missing detail value are an en dash; never None or nan. The detail
-    # reads as one key: value line per key.
-    assert _cells(caption)[:6] == ["error", "stuck_mail", "\u2013", "m0", "0",
+    # A missing queue, size and detail value are an en dash; never None, nan or a 0 for an
+    # unknown size. The detail reads as one key: value line per key.
+    assert _cells(caption)[:6] == ["error", "stuck_mail", "\u2013", "m0", "\u2013",
                                    "age_seconds: 0<br>name: \u2013<br>visible: yes"]  # fmt: skip
     for word in ("None", "nan", "NaT", "null"):
         assert word not in caption, word

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import mqforensics
 from mqforensics.filenames import odd_names_note, shown
 from mqforensics.systems.postfix.plan import DELETE_ORPHAN_LOG, NOT_AN_ID, POSTSUPER_DELETE
 from mqforensics.systems.postfix.sample import BUNDLED, materialize
+from tests.renamed_files import assert_planted_findings, renamed_subjects
 
 ODD = b"\xff\xfe"
 # Files renamed (relative to the queue directory, as bytes) and their new names: a message on
@@ -72,14 +72,8 @@ def test_odd_names_audited_planned_and_purged_by_their_bytes(spark, tmp_path: Pa
 
     # The sample's findings (its ground truth), each renamed file's under its escaped name.
     truth = json.loads(copy.ground_truth.read_text())["findings"]
-    renamed = {shown(os.path.join(root, old)): shown(os.path.join(root, new))
-               for old, new in RENAMED.items()}  # fmt: skip
-    assert Counter((r["check"], r["severity"]) for r in audit.rows) == Counter(
-        (f["check"], f["severity"]) for f in truth
-    )
-    assert {(r["check"], r["subject"]) for r in audit.rows} == {
-        (f["check"], renamed.get(shown(f["subject"]), shown(f["subject"]))) for f in truth
-    }
+    renamed = renamed_subjects(root, RENAMED)
+    assert_planted_findings(audit.rows, truth, renamed)
     hold = shown(os.path.join(root, b"hold/4C4B4A0A252" + ODD))
     assert hold.endswith("/hold/4C4B4A0A252\\xff\\xfe")
     held = [r for r in audit.rows if r["subject"] == hold]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import mqforensics
 from mqforensics.filenames import odd_names_note, shown, unescaped
 from mqforensics.systems.slimta.plan import DELETE_FILES
 from mqforensics.systems.slimta.sample import BUNDLED, expected_findings, materialize
+from tests.renamed_files import assert_planted_findings, renamed_subjects
 
 ROLES = json.loads((BUNDLED / "truth.json").read_text())["roles"]
 
@@ -64,14 +64,8 @@ def test_odd_names_audited_planned_and_purged_by_their_bytes(spark, tmp_path: Pa
     )  # fmt: skip
 
     # The sample's planted findings, each renamed file's under its escaped name; nothing ignored.
-    renamed = {shown(os.path.join(root, old)): shown(os.path.join(root, new))
-               for old, new in RENAMED.items()}  # fmt: skip
-    assert Counter((r["check"], r["severity"]) for r in audit.rows) == Counter(
-        (f["check"], f["severity"]) for f in truth
-    )
-    assert {(r["check"], r["subject"]) for r in audit.rows} == {
-        (f["check"], renamed.get(shown(f["subject"]), shown(f["subject"]))) for f in truth
-    }
+    renamed = renamed_subjects(root, RENAMED)
+    assert_planted_findings(audit.rows, truth, renamed)
     subjects = {r["check"]: r["subject"] for r in audit.rows}
     assert subjects["retention_exceeded"].endswith("\\xff\\xfe.env")
     assert subjects["stale_tmp"] == shown(os.path.join(root, b"tmp/" + STALE))
