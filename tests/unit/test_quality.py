@@ -164,8 +164,13 @@ def test_the_report_renders_as_json_and_one_line_per_failure(planted):
     assert any(line.startswith("james_blobs: expect_column_values_to_be_between [size]: 1 ")
                for line in lines)  # fmt: skip
     text = render_text(planted)
-    assert text.splitlines()[1:] == lines
+    assert text.splitlines()[1:-1] == lines
     assert "6 suites" in text.splitlines()[0]
+    total = sum(len(s.expectations) for s in planted.suites)
+    failing = sum(1 for s in planted.suites if s.failures)
+    assert text.splitlines()[-1] == (
+        f"verdict: {len(lines)} of {total} expectations failed, in {failing} of 6 suites"
+    )
 
 
 def test_clean_frames_pass_every_expectation(clean):
