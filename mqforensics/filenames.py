@@ -21,7 +21,9 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["fs_path", "is_odd", "odd_names_note", "printable_line", "shown", "unescaped"]
+__all__ = [
+    "first_listed", "fs_path", "is_odd", "odd_names_note", "printable_line", "shown", "unescaped",
+]  # fmt: skip
 
 LISTED = 3  # odd names a note lists before "and N more"
 
@@ -80,14 +82,19 @@ def is_odd(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bool:
     return shown(name).replace("\\\\", "") != text.replace("\\", "")
 
 
+def first_listed(names: list[str]) -> str:
+    """The first `LISTED` of `names`, comma-separated, then ``and N more`` for the rest."""
+    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    return ", ".join(names[:LISTED]) + more
+
+
 def odd_names_note(odd: list[str]) -> str | None:
     """The one line an audit prints (and its manifest keeps) about the odd names it read (each
     already `shown`), or None when there are none: they were audited like any other."""
     if not odd:
         return None
     names = sorted(set(odd))
-    listed = ", ".join(names[:LISTED])
-    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    listed = first_listed(names)
     what = (
         "file name is not valid UTF-8 or holds a control character"
         if len(names) == 1
@@ -95,7 +102,7 @@ def odd_names_note(odd: list[str]) -> str | None:
     )
     return (
         f"{len(names)} {what}, audited like any "
-        f"other and shown escaped (\\xNN per odd byte, docs/filenames.md): {listed}{more}"
+        f"other and shown escaped (\\xNN per odd byte, docs/filenames.md): {listed}"
     )
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mqforensics.spec import Sample
+from mqforensics.spec import CHECKOUT_SAMPLES, Sample
 from mqforensics.systems.cyrus.options import CyrusOptions
 
-SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "cyrus" / "sample"
+SAMPLE = CHECKOUT_SAMPLES / "cyrus" / "sample"
 
 
 def bundled(workdir: Path) -> Sample:

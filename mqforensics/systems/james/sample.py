@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mqforensics.spec import Sample
+from mqforensics.spec import CHECKOUT_SAMPLES, Sample
 from mqforensics.systems.james.options import JamesOptions
 
-BUNDLED = Path(__file__).resolve().parents[3] / "datasets" / "james" / "sample"
+BUNDLED = CHECKOUT_SAMPLES / "james" / "sample"
 
 
 def bundled(workdir: Path) -> Sample:

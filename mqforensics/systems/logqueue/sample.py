@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mqforensics.spec import Sample
+from mqforensics.spec import CHECKOUT_SAMPLES, Sample
 from mqforensics.systems.logqueue.options import LogQueueOptions
 
-SAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "logqueue" / "sample"
+SAMPLE = CHECKOUT_SAMPLES / "logqueue" / "sample"
 
 
 def bundled(workdir: Path) -> Sample:

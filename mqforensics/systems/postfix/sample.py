@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqforensics.errors import InputError
-from mqforensics.spec import Sample
+from mqforensics.spec import CHECKOUT_SAMPLES, Sample
 from mqforensics.systems.postfix.options import PostfixOptions
 from mqforensics.systems.postfix.queue_dir import LOG_QUEUES, MESSAGE_QUEUES
 
 SAMPLE_HOST = "sample"  # what the bundled queue directory is called in findings and notebooks
-BUNDLED = Path(__file__).resolve().parents[3] / "datasets" / "postfix" / "sample"
+BUNDLED = CHECKOUT_SAMPLES / "postfix" / "sample"
 
 # Planted anomaly -> the (check, severity) findings it must give at the sample's as-of with the
 # default thresholds.

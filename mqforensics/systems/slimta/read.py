@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.filenames import LISTED, is_odd, odd_names_note, shown, unescaped
+from mqforensics.filenames import first_listed, is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.slimta.disk import DiskLayout, foreign_tmp_files
 from mqforensics.systems.slimta.frames import SlimtaFrames
@@ -74,12 +74,11 @@ def _odd_dirs(stores: Stores) -> list[str]:
 
 def foreign_note(layout: DiskLayout, foreign: list[str]) -> str:
     """What an audit says of the files of tmp_dir slimta never writes: how many, and the first."""
-    listed = ", ".join(shown(name) for name in foreign[:LISTED])
-    more = f" and {len(foreign) - LISTED} more" if len(foreign) > LISTED else ""
+    listed = first_listed([shown(name) for name in foreign])
     return (
         f"{shown(str(layout.tmp_dir))} holds {plural(len(foreign), 'file')} slimta never writes "
         f"(not named tmpXXXXXXXX as mkstemp names its files), neither judged nor planned: "
-        f"{listed}{more}"
+        f"{listed}"
     )
 
 

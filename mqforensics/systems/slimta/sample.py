@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import InputError
-from mqforensics.spec import Sample
+from mqforensics.spec import CHECKOUT_SAMPLES, Sample
 from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX, DiskLayout
 from mqforensics.systems.slimta.options import SlimtaOptions
 from mqforensics.units import utc_text
 
-BUNDLED = Path(__file__).resolve().parents[3] / "datasets" / "slimta" / "sample"
+BUNDLED = CHECKOUT_SAMPLES / "slimta" / "sample"
 EXPECTED = "expected_findings.json"
 
 
