@@ -493,12 +493,16 @@ def validate(
     as_of: str | dt.datetime | None = None,
     reveal_addresses: bool = False,
     erasure_policy: str | Path | None = None,
+    history: str | Path | None = None,
+    history_scope: str | None = None,
     spark: SparkSession | None = None,
     **keywords: Any,
 ) -> QualityReport:
     """Check the canonical frames of a store of `system` with its Great Expectations suites
     (``expectations/<system>_<frame>.json``); with `out`, ``quality.json`` is written there.
-    Input that cannot be read is its typed error, never a failed expectation."""
+    Input that cannot be read is its typed error, never a failed expectation. With `history`
+    (a directory or a URL; default ``MQF_HISTORY``), the store's figures and each expectation's
+    result are appended to that run history, as the store `history_scope` (docs/history.md)."""
     spec = systems.get(system)
     target = Path(out) if out is not None else None
     work = target or Path(tempfile.mkdtemp(prefix=f"mqforensics-{system}-validate-"))
@@ -507,6 +511,7 @@ def validate(
     return run_validate(
         spec, typed, out=target, as_of=instant, reveal_addresses=reveal_addresses,
         erasure_policy=Path(erasure_policy) if erasure_policy is not None else None, spark=spark,
+        history=str(history) if history is not None else None, history_scope=history_scope,
     )  # fmt: skip
 
 
@@ -519,8 +524,11 @@ def run_validate(
     reveal_addresses: bool = False,
     erasure_policy: Path | None = None,
     spark: SparkSession | None = None,
+    history: str | None = None,
+    history_scope: str | None = None,
 ) -> QualityReport:
     """`validate` of typed options (what the command line calls)."""
+    from mqforensics.history.store import location
     from mqforensics.quality import report_to_json
     from mqforensics.views.progress import spark_progress, step
 
@@ -528,6 +536,9 @@ def run_validate(
         runner.check_out(out)
     if erasure_policy is not None:
         systems.load_policy(erasure_policy)
+    where = location(history)
+    if where is not None:
+        runner.check_history(where)
     runner.check_before_spark(options)
     about = f"validating {spec.name} {command_text(options)}"
     about += f"; quality.json into {out}" if out is not None else ""
@@ -535,8 +546,9 @@ def run_validate(
         spark = spark or started_session(f"mqforensics-validate-{spec.name}")
         step("reading the store and running the expectation suites")
         report = runner.validate(
-            spark, spec, options, as_of=as_of, reveal_addresses=reveal_addresses
-        )
+            spark, spec, options, as_of=as_of, reveal_addresses=reveal_addresses,
+            history=where, history_scope=history_scope,
+        )  # fmt: skip
     if out is not None:
         from mqforensics.retention.manifest import write_atomically
 

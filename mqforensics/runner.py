@@ -35,6 +35,7 @@ from mqforensics.findings import (
     write_json,
 )
 from mqforensics.options import Options, as_json, check_exclusive, fields_of, values
+from mqforensics.outputs import check_out
 from mqforensics.spec import AuditArgs, Check, CommonOptions, Loaded, System
 from mqforensics.units import utc_text
 from mqforensics.version import __version__
@@ -65,36 +66,6 @@ def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
     )
 
 
-def check_out(out: Path, what: str = "--out") -> None:
-    """An output directory: may exist (as a directory) or be created; a file there is refused,
-    and so is a directory this process cannot write in (or create): a read-only file system, a
-    directory without write permission (`check_writable`), all before Spark starts."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{what} {out} exists and is not a directory")
-    parent = out.resolve().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(f"{what} {out}: {parent} is not a directory")
-    check_writable(out if out.exists() else parent, out, what)
-
-
-def check_writable(directory: Path, out: Path, what: str) -> None:
-    """A ConfigError naming `what` and `out` when `directory` (`out`, or the nearest directory
-    that exists above it, where it would be made) cannot be written in."""
-    import os
-
-    if os.access(directory, os.W_OK | os.X_OK):
-        return
-    try:
-        read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    why = "on a read-only file system" if read_only else "not writable (permission denied)"
-    where = "" if directory == out else f": {directory} is"
-    raise ConfigError(f"{what} {out}{where or ' is'} {why}")
-
-
 def check_before_spark(options: Options, common: CommonOptions | None = None) -> None:
     """What fails fast: the output directory, the erasure policy, then the system's own inputs
     and options (`Options.check`)."""
@@ -102,8 +73,26 @@ def check_before_spark(options: Options, common: CommonOptions | None = None) ->
         check_out(common.out)
         if common.erasure_policy is not None:
             systems.load_policy(common.erasure_policy)
+    if common is not None:
+        history = history_location(common)
+        if history is not None:
+            check_history(history)
     check_exclusive(options)
     options.check()
+
+
+def history_location(common: CommonOptions) -> Any:
+    """The run history the audit appends to (`history.store.Location`): ``history``, else
+    ``MQF_HISTORY``, else None."""
+    from mqforensics.history.store import location
+
+    return location(common.history)
+
+
+def check_history(where: Any) -> None:
+    from mqforensics.history.store import check_writable
+
+    check_writable(where)
 
 
 @dataclass
@@ -235,14 +224,40 @@ def _audit(
         out = common.out
         step("computing and writing the findings")
         rows = write_findings(frame, out, None if common.reveal_addresses else hider(spec))
+        created_at = dt.datetime.now(dt.UTC)
+        history = history_location(common)
+        recorded = None
+        if history is not None:
+            step("appending the run to the history")
+            recorded = append_audit(spark, spec, loaded, rows, common, history, created_at)
         step("writing the manifest")
         for name, document in loaded.outputs.items():
             write_json(out / name, document)
-        manifest = write_manifest(spec, options, common, loaded, resolved)
+        manifest = write_manifest(
+            spec, options, common, loaded, resolved, created_at=created_at, history=recorded
+        )
     except BaseException:
         loaded.close()
         raise
     return AuditResult(spec, loaded, rows, manifest, common.out)
+
+
+def append_audit(
+    spark: SparkSession,
+    spec: System,
+    loaded: Loaded[Any],
+    rows: list[dict[str, Any]],
+    common: CommonOptions,
+    where: Any,
+    created_at: dt.datetime,
+) -> dict[str, Any]:
+    """The audit's figures appended to the history at `where`; what the manifest says of it."""
+    from mqforensics.history.record import appended, audit_run, scope_of
+
+    reveal = common.reveal_addresses
+    scope = scope_of(common.history_scope, loaded.source, reveal=reveal)
+    run = audit_run(spec, loaded, rows, scope=scope, reveal=reveal, run_at=created_at)
+    return appended(run, where, spark)
 
 
 def hider(spec: System) -> Any:
@@ -274,6 +289,9 @@ def write_manifest(
     common: CommonOptions,
     loaded: Loaded[Any],
     resolved: AuditArgs,
+    *,
+    created_at: dt.datetime | None = None,
+    history: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     out = common.out
     findings_bytes = (out / FINDINGS_JSON).read_bytes()
@@ -282,7 +300,7 @@ def write_manifest(
         "format": MANIFEST_FORMAT,
         "tool": {"name": "mqforensics", "version": __version__},
         "system": spec.name,
-        "created_at": utc_text(dt.datetime.now(dt.UTC)),
+        "created_at": utc_text(created_at or dt.datetime.now(dt.UTC)),
         "as_of": utc_text(loaded.as_of),
         "source": mask_secrets(loaded.source),
         "objects": loaded.objects,
@@ -298,6 +316,8 @@ def write_manifest(
         # What the audit said besides its findings (odd file names, the broker's notes).
         "notes": [mask_secrets(note) for note in loaded.notes],
         "subjects_searched": sorted(resolved.subjects),
+        # The run history this audit's figures went to (None: none).
+        "history": history,
         "findings": {
             "count": len(json.loads(findings_bytes)),
             "sha256": hashlib.sha256(findings_bytes).hexdigest(),
@@ -341,10 +361,13 @@ def validate(
     *,
     as_of: dt.datetime | None = None,
     reveal_addresses: bool = False,
+    history: Any = None,
+    history_scope: str | None = None,
 ) -> Any:
     """The quality report of the system's frames (`quality.QualityReport`). Input that cannot be
     read is its typed error (exit 2), as in `audit`, never a failed expectation: also when an
-    expectation's query met it (`unreadable_input`)."""
+    expectation's query met it (`unreadable_input`). With a `history` (`history.store.Location`),
+    the system's figures and each expectation's result are appended to it."""
     from mqforensics.quality import validate as run_suites
 
     if spec.validation_frames is None:
@@ -355,12 +378,34 @@ def validate(
         try:
             frames = spec.validation_frames(loaded)
             report = run_suites(frames, system=spec.name, pseudonymize=not reveal_addresses)
+            error = unreadable_input(report)
+            if error is not None:
+                raise error
+            if history is not None:
+                append_validation(spark, spec, loaded, report, history, history_scope,
+                                  reveal=reveal_addresses)  # fmt: skip
         finally:
             loaded.close()
-    error = unreadable_input(report)
-    if error is not None:
-        raise error
     return report
+
+
+def append_validation(
+    spark: SparkSession,
+    spec: System,
+    loaded: Loaded[Any],
+    report: Any,
+    where: Any,
+    history_scope: str | None,
+    *,
+    reveal: bool,
+) -> dict[str, Any]:
+    """A validation's figures appended to the history at `where`."""
+    from mqforensics.history.record import appended, scope_of, system_metrics, validation_run
+
+    scope = scope_of(history_scope, loaded.source, reveal=reveal)
+    run = validation_run(spec.name, system_metrics(spec, loaded), report, scope=scope,
+                         as_of=loaded.as_of, reveal=reveal)  # fmt: skip
+    return appended(run, where, spark)
 
 
 def unreadable_input(report: Any) -> Exception | None:

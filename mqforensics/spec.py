@@ -30,6 +30,7 @@ from mqforensics.units import parse_instant
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from mqforensics.metrics import Metric
     from mqforensics.retention.manifest import Action, Deferred, Plan
     from mqforensics.retention.policy import Policy
 
@@ -136,8 +137,8 @@ class PlanParts:
 @dataclass(frozen=True, kw_only=True)
 class CommonOptions(Options):
     """The options every audit and validation has, whatever the system: where its files go,
-    the instant it judges at, whether addresses are shown, and the erasure policy whose data
-    subjects it looks for."""
+    the instant it judges at, whether addresses are shown, the erasure policy whose data
+    subjects it looks for, and the run history its figures are appended to."""
 
     out: Path = option(help="directory for findings.json, findings.parquet and manifest.json",
                        parse=Path, metavar="DIR", group="output")  # fmt: skip
@@ -153,6 +154,16 @@ class CommonOptions(Options):
         None, parse=Path, metavar="FILE", group="output",
         help="look for the data subjects of this policy's erase_subject rules: every object "
         "holding one becomes a personal_data finding (subjects as keyed hashes only)",
+    )  # fmt: skip
+    history: str | None = option(
+        None, metavar="DIR|URL", group="history",
+        help="append this run's figures to the run history there (a directory, or a URL Spark "
+        "writes: s3a://, hdfs://); default: $MQF_HISTORY, else none (docs/history.md)",
+    )  # fmt: skip
+    history_scope: str | None = option(
+        None, metavar="NAME", group="history",
+        help="the host or cluster the run's figures are of in the history (default: where the "
+        "store was read from)",
     )  # fmt: skip
 
 
@@ -235,6 +246,10 @@ class System:
     - `views`: the system's notebook and report hooks (a module; see `mqforensics.views`).
     - `data_sources()`: Spark Python data sources to register in every session (a function, so
       that importing a spec imports no Spark).
+    - `metrics(loaded)`: the figures an operator trends, measured on the loaded frames
+      (`mqforensics.metrics.Metric`, ``systems/<name>/metrics.py``): what the run history
+      appends next to the findings' and expectations' figures every system has
+      (docs/history.md).
     """
 
     name: str
@@ -253,6 +268,7 @@ class System:
     hide_target: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
     hide_finding: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     views: Any = None
+    metrics: Callable[[Loaded[Any]], Sequence[Metric]] | None = None
 
     def check(self, name: str) -> Check:
         for check in self.checks:

@@ -65,6 +65,10 @@ def run_audit(args: argparse.Namespace) -> int:
         print(f"warning: not run: {', '.join(checks)}: {why}", file=sys.stderr)
     written = [FINDINGS_JSON, "findings.parquet", *audit.outputs, MANIFEST]
     print(f"Wrote {', '.join(str(common.out / name) for name in written)}")
+    history = audit.manifest.get("history")
+    if history:
+        print(f"Appended {history['figures']} figures to the history {history['location']} "
+              f"(store {history['scope']!r}, run {history['run_id']})")  # fmt: skip
     return audit.status
 
 
@@ -85,6 +89,7 @@ def run_validate(args: argparse.Namespace) -> int:
     report = api.run_validate(
         spec, options_from(spec.options, args), out=args.out, as_of=args.as_of,
         reveal_addresses=args.reveal_addresses, erasure_policy=args.erasure_policy,
+        history=args.history, history_scope=args.history_scope,
     )  # fmt: skip
     print(render_text(report))
     print(f"Wrote {args.out / 'quality.json'}")

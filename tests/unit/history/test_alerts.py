@@ -1,0 +1,144 @@
+"""The alert rules' documented semantics, on a history with planted series: the exact alerts
+fire on the exact runs, and nothing else fires."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from mqforensics.history.alerts import collected, evaluate, latest
+from mqforensics.history.collect import Run
+from mqforensics.history.rules import load_rules
+from mqforensics.history.store import append, location, read
+from mqforensics.metrics import Metric
+
+DAY1 = dt.datetime(2027, 3, 1, 6, tzinfo=dt.UTC)
+
+# series name -> (metric, unit, labels, the value on days 1..8)
+PLANTED = {
+    "stuck": ("browse_start", "instant", {"queue": "spool"}, [1, 2, 3, 4, 4, 4, 4, 4]),
+    "grows": ("live_mails", "count", {"queue": "outgoing"}, [10, 10, 10, 11, 12, 13, 14, 14]),
+    "doubles": ("reclaimable_bytes", "bytes", {"check": "orphaned_blob"},
+                [100, 100, 100, 100, 150, 150, 200, 200]),
+    "appears": ("findings", "count", {"check": "racl_drift", "item": "error"},
+                [0, 0, 0, 0, 0, 0, 2, 3]),
+    "old": ("oldest_live_age", "seconds", {"queue": "spool"}, [50, 150, 150, 50, 120, 90, 90, 90]),
+    "spike": ("live_mails", "count", {"queue": "relay"}, [10, 11, 10, 11, 10, 50, 10, 11]),
+    "steady": ("live_mails", "count", {"queue": "steady"}, [7] * 8),
+    "flat_bytes": ("reclaimable_bytes", "bytes", {"check": "unreclaimed_slice"}, [9] * 8),
+}  # fmt: skip
+
+RULES = """
+[[rule]]
+id = "stuck"
+kind = "unchanged"
+metric = "browse_start"
+runs = 5
+why = "browseStart stopped"
+
+[[rule]]
+id = "growing"
+kind = "growing"
+metric = "live_mails"
+queue = "out*"
+runs = 3
+why = "a queue grows"
+
+[[rule]]
+id = "doubled"
+kind = "change"
+metric = "reclaimable_bytes"
+relative = 1.0
+runs = 4
+why = "bytes doubled"
+
+[[rule]]
+id = "first"
+kind = "new"
+metric = "findings"
+why = "a check finds something for the first time"
+
+[[rule]]
+id = "old"
+kind = "threshold"
+metric = "oldest_live_age"
+above = 100
+why = "old mail"
+
+[[rule]]
+id = "spike"
+kind = "outlier"
+metric = "live_mails"
+queue = "re?ay"
+runs = 4
+sigmas = 3
+why = "a sudden change"
+"""
+
+
+def day(number: int) -> dt.datetime:
+    return DAY1 + dt.timedelta(days=number - 1)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("history")
+    where = location(root)
+    assert where is not None
+    for number in range(1, 9):
+        metrics = [
+            Metric(metric, values[number - 1], unit, **labels)
+            for metric, unit, labels, values in PLANTED.values()
+        ]
+        append(Run("james", "audit", "a", day(number), tuple(metrics)), where)
+    # Another store with one run: nothing is new in a store's first run.
+    once = [Metric("findings", 5, "count", check="racl_drift", item="error")]
+    append(Run("james", "audit", "b", day(8), tuple(once)), where)
+    return root
+
+
+@pytest.fixture(scope="module")
+def alerts(spark, history: Path, tmp_path_factory: pytest.TempPathFactory):
+    rules_file = tmp_path_factory.mktemp("rules") / "rules.toml"
+    rules_file.write_text(RULES)
+    rules = load_rules(rules_file)
+    where = location(history)
+    assert where is not None
+    return collected(evaluate(read(spark, where), rules), rules)
+
+
+def fired(alerts) -> set[tuple[str, str, int, dt.datetime]]:
+    return {(a.rule, a.scope, a.run_number, a.since) for a in alerts}
+
+
+def test_each_rule_fires_on_exactly_the_planted_runs(alerts) -> None:
+    assert fired(alerts) == {
+        ("stuck", "a", 8, day(4)),  # equal on days 4..8: five runs
+        ("growing", "a", 6, day(3)),  # rose on days 4, 5, 6: three runs, from day 3's value
+        ("growing", "a", 7, day(3)),
+        ("doubled", "a", 7, day(3)),  # 200 on day 7 against 100 four runs before
+        ("doubled", "a", 8, day(4)),
+        ("first", "a", 7, day(7)),  # never above 0 before day 7; store b has one run only
+        ("old", "a", 2, day(2)),
+        ("old", "a", 3, day(2)),  # the streak over 100 began on day 2
+        ("old", "a", 5, day(5)),
+        ("spike", "a", 6, day(6)),  # 50 against 10, 11, 10, 11
+    }
+
+
+def test_alerts_carry_their_series_and_values(alerts) -> None:
+    stuck = next(a for a in alerts if a.rule == "stuck")
+    assert (stuck.metric, stuck.queue, stuck.values) == ("browse_start", "spool", (4.0,) * 5)
+    growing = [a for a in alerts if a.rule == "growing"]
+    assert {a.queue for a in growing} == {"outgoing"}
+    assert growing[0].values == (10.0, 11.0, 12.0, 13.0)
+    doubled = [a for a in alerts if a.rule == "doubled"]
+    assert {a.check for a in doubled} == {"orphaned_blob"}
+    assert doubled[0].values == (100.0, 100.0, 150.0, 150.0, 200.0)
+    assert "grew in each of the last 3 runs" in growing[0].line()
+
+
+def test_latest_keeps_what_fires_at_each_stores_newest_run(alerts) -> None:
+    assert {(a.rule, a.run_number) for a in latest(alerts)} == {("stuck", 8), ("doubled", 8)}
