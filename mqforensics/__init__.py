@@ -7,7 +7,9 @@ The Python API (`mqforensics.api`), for JupyterLab, schedulers and scripts alike
 - ``validate(system, **options)``: the Great Expectations suites on those frames;
 - ``plan(audit, policy=..., out=...)``, ``review(plan_dir)``, ``approve(plan_dir, by=...)``,
   ``purge_plan(plan_dir, apply=False)``: a cleanup, with the command line's safeguards;
-- ``demo(system)``: a bundled sample audited and planned.
+- ``demo(system)``: a bundled sample audited and planned;
+- ``open_history(dir)``, ``history_alerts(dir)``: the run history audits and validations append
+  to (``history=``), its series and the alerts its rules give.
 
 Systems: ``james``, ``logqueue``, ``cyrus``, ``slimta``, ``postfix`` (`names()`). Each system's
 keywords are the fields of its options class, documented there:
@@ -27,8 +29,10 @@ _API = (
     "describe_options", "names", "notebook_keywords", "open_plan", "options_of", "plan",
     "purge_options_of", "purge_plan", "read", "review", "session", "validate",
 )  # fmt: skip
+# The run history's API (`mqforensics.api_history`, docs/history.md).
+_HISTORY_API = ("Alerts", "History", "history_alerts", "open_history")
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", *_API, *_HISTORY_API]
 
 
 def __getattr__(name: str) -> Any:
@@ -38,6 +42,10 @@ def __getattr__(name: str) -> Any:
         from mqforensics import api
 
         return getattr(api, name)
+    if name in _HISTORY_API:
+        from mqforensics import api_history
+
+        return getattr(api_history, name)
     raise AttributeError(f"module 'mqforensics' has no attribute {name!r}")
 
 

@@ -904,12 +904,16 @@ def notebook_keywords(
     reveal_addresses: bool = False,
     out: str | Path | None = None,
     policy: str | Path | None = None,
+    history: str | Path | None = None,
+    history_scope: str | None = None,
 ) -> dict[str, Any]:
     """The keywords of `audit` (and `validate`) for a notebook's parameters cell: `source` names
     the store (the system's option keywords); none, the bundled sample. A scheduler may set the
     parameters, or override them with environment variables: ``MQF_<SYSTEM>_ARGS`` (the
     source as command-line options), ``MQF_AS_OF``, ``MQF_REVEAL_ADDRESSES=1``,
-    ``MQF_NOTEBOOK_OUT``, ``MQF_POLICY``. The audit looks for the policy's data subjects."""
+    ``MQF_NOTEBOOK_OUT``, ``MQF_POLICY``, ``MQF_HISTORY`` (the run history the run's figures
+    are appended to, when `history` is None). The audit looks for the policy's data
+    subjects."""
     import os
 
     keywords: dict[str, Any] = {}
@@ -928,4 +932,8 @@ def notebook_keywords(
     policy_file = notebook_policy(system, policy)
     if policy_file.is_file():
         keywords["erasure_policy"] = policy_file
+    if history is not None:
+        keywords["history"] = str(history)
+    if history_scope:
+        keywords["history_scope"] = history_scope
     return keywords

@@ -93,11 +93,11 @@ def numbered(history: DataFrame) -> DataFrame:
     return history.join(runs.drop("as_of", "run_at"), [*STORE, "run_id"])
 
 
-def evaluate(history: DataFrame, rules: Sequence[Rule]) -> DataFrame:
-    """Every (rule, series, run) where the rule fires: the columns of `OUTPUT`."""
+def evaluate(base: DataFrame, rules: Sequence[Rule]) -> DataFrame:
+    """Every (rule, series, run) where the rule fires: the columns of `OUTPUT`; `base` is the
+    history `numbered`."""
     from functools import reduce
 
-    base = numbered(history)
     fired = [_fired(base, rule) for rule in rules]
     return reduce(lambda a, b: a.unionByName(b), fired)
 
@@ -210,7 +210,7 @@ def collected(frame: DataFrame, rules: Sequence[Rule]) -> list[Alert]:
     alerts = [
         Alert(**{name: row[name] for name in OUTPUT if name not in ("values", "as_of", "since")},
               as_of=_utc(row["as_of"]), since=_utc(row["since"]), values=tuple(row["values"]),
-              what=by_id[row["rule"]].describe(), why=by_id[row["rule"]].why)
+              what=by_id[row["rule"]].describe(row["unit"]), why=by_id[row["rule"]].why)
         for row in frame.collect()
     ]  # fmt: skip
     return sorted(alerts, key=lambda a: (a.system, a.scope, a.rule, a.metric, a.queue, a.check,
@@ -221,6 +221,7 @@ def _utc(instant: dt.datetime) -> dt.datetime:
     """An instant Spark returned (naive, in the session's time zone: UTC in every session
     `mqforensics.spark` makes) as an aware UTC one."""
     return instant.replace(tzinfo=dt.UTC) if instant.tzinfo is None else instant
+
 
 def latest(alerts: Sequence[Alert]) -> list[Alert]:
     """The alerts that fire at their store's newest run."""

@@ -70,15 +70,21 @@ class Rule:
     check: str = "*"
     item: str = "*"
 
-    def describe(self) -> str:
-        """What the rule alerts on, in words (``grew in each of the last 5 runs``)."""
+    def describe(self, unit: str = "count") -> str:
+        """What the rule alerts on, in words (``grew in each of the last 5 runs``), its
+        numbers in `unit` (`metrics.UNITS`)."""
+        from mqforensics.metrics import value_text
+
+        def shown(value: float) -> str:
+            return value_text(value, "count" if unit in ("instant", "success") else unit)
+
         runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
         if self.kind == "threshold":
-            bounds = [f"above {self.above:g}" if self.above is not None else "",
-                      f"below {self.below:g}" if self.below is not None else ""]  # fmt: skip
+            bounds = [f"above {shown(self.above)}" if self.above is not None else "",
+                      f"below {shown(self.below)}" if self.below is not None else ""]  # fmt: skip
             return " or ".join(b for b in bounds if b)
         if self.kind == "change":
-            by = [f"{self.absolute:g}" if self.absolute is not None else "",
+            by = [shown(self.absolute) if self.absolute is not None else "",
                   f"{self.relative:.0%}" if self.relative is not None else ""]  # fmt: skip
             way = {"up": "rose", "down": "fell", "either": "changed"}[self.direction]
             return f"{way} by {' or '.join(b for b in by if b)} over the last {runs}"

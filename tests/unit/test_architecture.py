@@ -92,6 +92,8 @@ LAYER_OF = {
     "mqforensics.__main__": "edge",
     "mqforensics.cli": "edge",
     "mqforensics.api": "api",
+    "mqforensics.api_history": "api",
+    "mqforensics.history": "flows",
     "mqforensics.runner": "flows",
     "mqforensics.planning": "flows",
     "mqforensics.sample_demo": "flows",

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics.history.alerts import collected, evaluate, latest
+from mqforensics.history.alerts import latest
 from mqforensics.history.collect import Run
+from mqforensics.history.query import alerts as history_alerts
 from mqforensics.history.rules import load_rules
 from mqforensics.history.store import append, location, read
 from mqforensics.metrics import Metric
@@ -106,7 +107,7 @@ def alerts(spark, history: Path, tmp_path_factory: pytest.TempPathFactory):
     rules = load_rules(rules_file)
     where = location(history)
     assert where is not None
-    return collected(evaluate(read(spark, where), rules), rules)
+    return history_alerts(read(spark, where), rules)
 
 
 def fired(alerts) -> set[tuple[str, str, int, dt.datetime]]:
