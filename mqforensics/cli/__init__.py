@@ -28,6 +28,7 @@ from mqforensics.cli import (
     arguments,
     audit,
     demo,
+    history,
     plan,
     prepare_spark,
     purge,
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_parser(commands)
     audit.add_audit_parser(commands)
     audit.add_validate_parser(commands)
+    history.add_parser(commands)
     plan.add_plan_parser(commands)
     services.add_parser(commands)
     prepare_spark.add_parser(commands)

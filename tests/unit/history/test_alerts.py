@@ -143,3 +143,61 @@ def test_alerts_carry_their_series_and_values(alerts) -> None:
 
 def test_latest_keeps_what_fires_at_each_stores_newest_run(alerts) -> None:
     assert {(a.rule, a.run_number) for a in latest(alerts)} == {("stuck", 8), ("doubled", 8)}
+
+
+def test_history_alerts_exits_1_naming_each_rule_and_metric(
+    history: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mqforensics.cli import main
+
+    rules_file = tmp_path / "rules.toml"
+    rules_file.write_text(RULES)
+    assert main(["history", "alerts", "--history", str(history), "--rules", str(rules_file)]) == 1
+    out = capsys.readouterr().out
+    assert "ALERT stuck (warning): browse_start of james a queue spool" in out
+    assert "ALERT doubled (warning): reclaimable_bytes of james a check orphaned_blob" in out
+    assert out.count("ALERT ") == 2
+    assert "2 alerts from the 6 rules at each store's latest run" in out
+
+
+def test_history_alerts_exits_0_when_none_fires(
+    history: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mqforensics.cli import main
+
+    quiet = tmp_path / "quiet.toml"
+    quiet.write_text('[[rule]]\nid = "huge"\nkind = "threshold"\nmetric = "live_mails"\n'
+                     'above = 1e9\nwhy = "never"\n')  # fmt: skip
+    assert main(["history", "alerts", "--history", str(history), "--rules", str(quiet)]) == 0
+    assert "no alert from the 1 rules" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ('[[rule]]\nid = "x"\nkind = "sideways"\nmetric = "m"\nwhy = "w"\n',
+         "rule 1 (x): kind 'sideways' is not one of threshold, change"),
+        ('[[rule]]\nid = "x"\nkind = "unchanged"\nmetric = "m"\nruns = 1\nwhy = "w"\n',
+         "rule 1 (x): a unchanged rule needs runs of at least 2"),
+        ('[[rule]]\nid = "x"\nkind = "threshold"\nmetric = "m"\nwhy = "w"\n',
+         "rule 1 (x): a threshold rule needs above or below"),
+        ('[[rule]]\nid = "x"\nkind = "growing"\nmetric = "m"\nabove = 3\nwhy = "w"\n',
+         "rule 1 (x): above has no meaning in a growing rule"),
+    ],
+)  # fmt: skip
+def test_a_bad_rules_file_exits_2_in_one_line_naming_the_rule_and_key(
+    history: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], rules: str, message: str
+) -> None:
+    from mqforensics.cli import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(rules)
+    assert main(["history", "alerts", "--history", str(history), "--rules", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and str(bad) in err[0]
+
+
+def test_the_bundled_rules_load_and_each_says_why() -> None:
+    rules = load_rules()
+    assert len({r.id for r in rules}) == len(rules) >= 10
+    assert all(len(r.why) > 60 for r in rules)
