@@ -29,6 +29,8 @@ from bench import measure
 from mqforensics.services import process
 
 DRIVER_MEMORY = "3g"
+# The audit again, appending its figures to a run history (issue 46: at most 5% more).
+HISTORY_SUBJECT = "history: the same audit appending to a run history"
 # The C1 compiler alone: quicker for the tiny data of smoke runs (the tests), where the numbers
 # are not read; measurements use the JVM's default JIT.
 QUICK_JIT = f"--conf spark.driver.defaultJavaOptions={process.QUICK_JIT}"
@@ -80,16 +82,18 @@ def _spark() -> Any:
     return spark
 
 
-def measure_ours(directory: Path, out: Path) -> dict[str, Any]:
+def measure_ours(directory: Path, out: Path, history: Path | None = None) -> dict[str, Any]:
     """`mqforensics audit james` as the CLI runs it (the one audit runner: inputs checked,
-    loaded, every check, findings and the manifest written), Spark already started."""
+    loaded, every check, findings and the manifest written), Spark already started; with
+    `history`, its figures appended to that run history too (``--history``)."""
     import mqforensics
 
     spark = _spark()
     started = time.perf_counter()
     audit = mqforensics.audit(
         "james", snapshot=directory, blob_listing=directory / "blob_inventory.parquet", out=out,
-        spark=spark,
+        spark=spark, history=str(history) if history is not None else None,
+        history_scope="bench" if history is not None else None,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     audit.close()
@@ -150,22 +154,23 @@ def run(
     size = f"{entries:,} entries"
     env = spark_env(quick_jit=quick_jit)
     ours_out, pandas_out = workdir / "ours", workdir / "pandas"
+    history_out, history = workdir / "ours-history", workdir / "history"
+    shutil.rmtree(history, ignore_errors=True)
     module = ["-m", "bench.james_audit", "measure"]
     subjects = [
         ("mqforensics audit james", "ours",
          [*module, "ours", "--snapshot", str(directory), "--out", str(ours_out)]),
         ("bare Spark scan (noop write)", "baseline",
          [*module, "scan", "--snapshot", str(directory)]),
+        (HISTORY_SUBJECT, "ours",
+         [*module, "ours", "--snapshot", str(directory), "--out", str(history_out),
+          "--history", str(history)]),
     ]  # fmt: skip
-    ours_runs, scan_runs = [], []
+    timed: list[list[measure.Measurement]] = [[] for _ in subjects]
     for _ in range(repeats):
-        runs = [
-            measure.run_subject("james_audit", subject, role, size, argv, env=env)
-            for subject, role, argv in subjects
-        ]
-        ours_runs.append(runs[0])
-        scan_runs.append(runs[1])
-    results = [measure.median_of(ours_runs), measure.median_of(scan_runs)]
+        for runs, (subject, role, argv) in zip(timed, subjects, strict=True):
+            runs.append(measure.run_subject("james_audit", subject, role, size, argv, env=env))
+    results = [measure.median_of(runs) for runs in timed]
     truth = json.loads((directory / "ground_truth.json").read_text())["findings"]
     ours = _compared(ours_out, {"unreclaimed_slice", "orphaned_blob"})
     expected = sorted((f["check"], f["subject"]) for f in truth)
@@ -193,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("subject", choices=["ours", "scan", "pandas"])
     one.add_argument("--snapshot", type=Path, required=True)
     one.add_argument("--out", type=Path)
+    one.add_argument("--history", type=Path)
     many = sub.add_parser("run")
     many.add_argument("--entries", type=int, default=10_000)
     many.add_argument("--workdir", type=Path, default=Path("out/bench/james_audit"))
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "measure":
         if args.subject == "ours":
-            measure_ours(args.snapshot, args.out)
+            measure_ours(args.snapshot, args.out, args.history)
         elif args.subject == "scan":
             measure_scan(args.snapshot)
         else:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from mqforensics import runner, systems
 from mqforensics.errors import ConfigError
 from mqforensics.spec import CommonOptions
-from mqforensics.units import parse_instant
+from mqforensics.units import parse_instant, utc_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,7 +57,6 @@ def run_sample(spark: SparkSession, spec: System, sample: Sample, common: Common
     their cleanup with its policy into ``out/plan``, printing each step; 0 when the findings
     match the ground truth, else 1."""
     from mqforensics.findings import summarise, verdict_line
-    from mqforensics.units import utc_text
     from mqforensics.views.progress import spark_progress
 
     out = common.out
@@ -85,7 +84,33 @@ def run_sample(spark: SparkSession, spec: System, sample: Sample, common: Common
         status = 0 if not missing and not unexpected else 1
     if sample.policy is not None:
         plan_demo(spec, out, sample.policy, out / "plan")
+    if sample.history is not None and sample.history.is_dir():
+        history_demo(spark, sample.history)
     return status
+
+
+def history_demo(spark: SparkSession, bundled: Path) -> None:
+    """The sample's bundled run history: its runs, and the alerts the bundled rules give at
+    its latest run (``mqforensics history alerts --history DIR``)."""
+    from mqforensics.history import query
+    from mqforensics.history.alerts import latest
+    from mqforensics.history.rules import load_rules
+    from mqforensics.history.store import location, read
+
+    where = location(bundled)
+    assert where is not None
+    frame = read(spark, where)
+    runs = query.runs(frame)
+    rules = load_rules()
+    firing = latest(query.alerts(frame, rules))
+    first, last = runs["as_of"].min(), runs["as_of"].max()
+    print(f"Run history {bundled} ({len(runs)} runs of the sample as it evolved, "
+          f"{utc_text(first.to_pydatetime())} to {utc_text(last.to_pydatetime())}): "
+          f"{len(firing)} alerts from the {len(rules)} bundled rules at its last run:")  # fmt: skip
+    for alert in firing:
+        print(f"  {alert.line()}")
+    print(f"Trends: mqforensics history show --history {bundled} --metric NAME; the James "
+          "notebook plots them")
 
 
 def plan_demo(spec: System, audit_dir: Path, policy_file: Path, out: Path) -> None:

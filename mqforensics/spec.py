@@ -208,12 +208,14 @@ def refuse_checkout_sample(system: str, given: Path | str, lost: str) -> None:
 class Sample:
     """The bundled sample of a system: the source options that audit it (materialised under a
     work directory when it must be), the instant it is judged at (None: its own), the ground
-    truth of its planted anomalies and its retention policy."""
+    truth of its planted anomalies, its retention policy, and a run history of the sample as
+    it evolves over days (docs/history.md), when one is bundled."""
 
     options: Options
     as_of: str | None = None
     ground_truth: Path | None = None
     policy: Path | None = None
+    history: Path | None = None
 
 
 @dataclass(frozen=True)

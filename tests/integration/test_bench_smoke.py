@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from bench import james_audit, james_live, report
@@ -18,12 +19,16 @@ def test_james_audit_ours_scan_and_pandas_agree_on_a_generated_snapshot(tmp_path
     assert [(m.subject, m.role) for m in results] == [
         ("mqforensics audit james", "ours"),
         ("bare Spark scan (noop write)", "baseline"),
+        (james_audit.HISTORY_SUBJECT, "ours"),
         ("pandas, one process", "baseline"),
     ]
     snapshot = tmp_path / "cache" / f"james-3000-v{james_audit.GENERATOR_VERSION}"
     truth = json.loads((snapshot / "ground_truth.json").read_text())["findings"]
-    ours, scan, pandas = results
+    ours, scan, appending, pandas = results
     assert ours.output["findings"] == pandas.output["findings"] == len(truth)
+    assert appending.output["findings"] == len(truth)
+    history = pd.read_parquet(tmp_path / "work" / "history")  # the run it appended
+    assert history["run_id"].nunique() == 1 and set(history["scope"]) == {"bench"}
     # The scan read every row of every table: 3,000 normal mails plus the planted ones.
     assert scan.output["rows"]["enqueuedmailsv4.parquet"] > 3_000
     assert ours.jvm_peak_rss and ours.python_peak_rss and pandas.jvm_peak_rss is None

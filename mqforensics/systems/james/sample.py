@@ -27,4 +27,5 @@ def bundled(workdir: Path) -> Sample:
         as_of=None,
         ground_truth=BUNDLED / "ground_truth.json",
         policy=BUNDLED / "policy.toml",
+        history=CHECKOUT_SAMPLES / "james" / "history",
     )  # fmt: skip
