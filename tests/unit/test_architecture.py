@@ -104,7 +104,9 @@ LAYER_OF = {
 EDGE = "mqforensics.cli"
 # The modules every system folder has, one role each (docs/architecture.md, "One system
 # template"); `purge.py` only when the system plans actions of its own.
-TEMPLATE = ("spec", "options", "read", "frames", "checks", "plan", "purge", "views", "sample")
+TEMPLATE = (
+    "spec", "options", "read", "frames", "checks", "plan", "purge", "views", "sample", "metrics",
+)  # fmt: skip
 
 
 def layer(module: str) -> str:
@@ -252,6 +254,11 @@ def test_every_system_folder_follows_the_template(name):
     assert missing == [], f"{name} lacks {missing}"
     # The executors live in purge.py, the planner in plan.py, the options class in options.py.
     assert spec.options.__module__ == f"mqforensics.systems.{name}.options"
+    # What the run history trends is measured in metrics.py (docs/history.md).
+    assert spec.metrics is not None
+    assert (
+        spec.metrics.__doc__ == f"mqforensics.systems.{name}.metrics.measure, imported when called."
+    )
     if spec.rule_kinds:
         assert (folder / "purge.py").is_file() or not list(spec.rule_kinds)
 
