@@ -248,6 +248,10 @@ class Audit:
         )
         for why, checks in runner.partial_by_reason(self.not_run).items():
             text += f"\nnot run: {', '.join(checks)}: {why}"
+        history = self.manifest.get("history")
+        if history:
+            text += (f"\nappended {history['figures']} figures to the history "
+                     f"{history['location']} (store {history['scope']})")  # fmt: skip
         return mask_secrets(text)
 
     def table(self) -> pd.DataFrame:
@@ -314,11 +318,16 @@ class Audit:
             for why, checks in runner.partial_by_reason(self.not_run).items()
         )
         ran = len(self.checks) - len(self.not_run)
+        history = self.manifest.get("history")
+        appended = (
+            f"; figures appended to the history {html.escape(mask_secrets(history['location']))}"
+            f" (store {html.escape(history['scope'])})" if history else ""
+        )  # fmt: skip
         return (
             f"<div><b>{html.escape(self.title)}</b>: {html.escape(mask_secrets(self.source))} "
             f"({origin}, judged at {utc_text(self.as_of)})<br>"
             f"{html.escape(verdict_line(self.rows, checks_run=ran, not_run=len(self.not_run)))}<br>"
-            f"written to {html.escape(str(self.out))}"
+            f"written to {html.escape(str(self.out))}{appended}"
             f"<table><tr><th>check</th><th>severity</th><th>findings</th></tr>{body}</table>"
             + (f"<p>Not run:</p><ul>{not_run}</ul>" if not_run else "")
             + "<small>.findings (DataFrame) · .rows · .frames · .table() · .explore() · "
@@ -368,7 +377,9 @@ def audit(
     docs/api.md and docs/<system>.md; e.g. ``snapshot=``, ``blob_listing=`` for James,
     ``queue_dir=`` for Postfix), or a typed ``options=`` object;
     and the options every audit has: ``out`` (default: a new temporary directory), ``as_of``,
-    ``reveal_addresses`` (default False: addresses pseudonymised), ``erasure_policy``.
+    ``reveal_addresses`` (default False: addresses pseudonymised), ``erasure_policy``,
+    ``history`` (a run history to append the audit's figures to, a directory or a URL; default
+    ``MQF_HISTORY``) and ``history_scope`` (the store's name there; docs/history.md).
     ``sample=True`` audits the bundled sample (``datasets/<system>/sample``) at its own instant,
     looking for its policy's data subjects; keywords given override it.
 

@@ -150,7 +150,7 @@ class History:
         from mqforensics.history.schema import SERIES
 
         series = self.frame.select(*SERIES, "unit").distinct()
-        table = series.groupBy("system", "metric", "unit").count().toPandas()
+        table: pd.DataFrame = series.groupBy("system", "metric", "unit").count().toPandas()
         table = table.rename(columns={"count": "series"})
         return table.sort_values(["system", "metric"], ignore_index=True)
 

@@ -89,10 +89,10 @@ def audit_metrics(
 ) -> list[Metric]:
     """The figures every audit has, from its `checks` (`spec.Check`, in report order), its
     findings `rows` (as written) and the checks that did not run."""
-    rows = list(rows)
-    counts = Counter((r["check"], r["severity"]) for r in rows)
+    written: list[dict[str, Any]] = [dict(row) for row in rows]
+    counts = Counter((r["check"], r["severity"]) for r in written)
     sizes: Counter[str] = Counter()
-    for row in rows:
+    for row in written:
         sizes[row["check"]] += int(row["bytes"] or 0)
     found: list[Metric] = []
     for check in checks:
@@ -105,11 +105,12 @@ def audit_metrics(
             found.append(Metric("findings", count, "count", check=check.name, item=severity))
         found.append(Metric("reclaimable_bytes", sizes[check.name], "bytes", check=check.name))
         if check.name == PERSONAL_DATA:
-            held = {(r["scope"], r["subject"]) for r in rows if r["check"] == check.name}
-            found.append(Metric("personal_data_objects", len(held), "count"))
+            holding = {(r["scope"], r["subject"]) for r in written if r["check"] == check.name}
+            found.append(Metric("personal_data_objects", len(holding), "count"))
+    held: int = sum(held_objects(written).values())
     found += [
-        Metric("findings_total", len(rows), "count"),
-        Metric("bytes_held", sum(held_objects(rows).values()), "bytes"),
+        Metric("findings_total", len(written), "count"),
+        Metric("bytes_held", held, "bytes"),
         Metric("objects_read", objects, "count"),
     ]
     return found

@@ -34,7 +34,7 @@ def runs(frame: DataFrame) -> pd.DataFrame:
     grouped = frame.groupBy("system", "scope", "kind", "as_of", "run_at", "run_id").agg(
         F.count("*").alias("figures")
     )
-    table = grouped.toPandas()
+    table: pd.DataFrame = grouped.toPandas()
     return table.sort_values(["system", "scope", "as_of", "run_at"], ignore_index=True)
 
 
@@ -43,7 +43,9 @@ def series(frame: DataFrame, metric: str, patterns: Mapping[str, str | None]) ->
     from mqforensics.history.schema import SERIES
 
     chosen = picked(frame, {**patterns, "metric": metric})
-    table = chosen.select(*SERIES, "unit", "as_of", "run_at", "run_id", "value").toPandas()
+    table: pd.DataFrame = chosen.select(
+        *SERIES, "unit", "as_of", "run_at", "run_id", "value"
+    ).toPandas()
     return table.sort_values([*SERIES, "as_of", "run_at"], ignore_index=True)
 
 

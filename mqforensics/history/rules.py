@@ -165,9 +165,10 @@ def _rule(table: dict[str, Any], where: str) -> Rule:
     if given:
         raise ConfigError(f"{where}: {given[0]} has no meaning in a {kind} rule")
     for key in ("relative", "sigmas"):
-        if numbers[key] is not None and numbers[key] <= 0:
+        number = numbers[key]
+        if number is not None and number <= 0:
             raise ConfigError(f"{where}: {key} must be above 0")
-    kept = {k: v for k, v in numbers.items() if v is not None}
+    kept: dict[str, Any] = {k: v for k, v in numbers.items() if v is not None}
     return Rule(
         id=table["id"], kind=kind, metric=table["metric"], why=" ".join(table["why"].split()),
         severity=table.get("severity", "warning"), runs=runs,

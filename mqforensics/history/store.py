@@ -183,7 +183,8 @@ def read(spark: SparkSession, where: Location) -> DataFrame:
     missing = [name for name in (*NAMES, PARTITION) if name not in columns]
     if missing:
         raise InputError(f"history {where}: not a run history (no column {missing[0]})")
-    newest = frame.agg(F.max("schema_version")).first()[0]
+    first = frame.agg(F.max("schema_version")).first()
+    newest = first[0] if first is not None else None
     if newest is not None and newest > SCHEMA_VERSION:
         raise InputError(
             f"history {where} holds runs of schema version {newest}; this mqforensics reads "
