@@ -93,4 +93,10 @@ def run_validate(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(render_text(report))
     print(f"Wrote {args.out / 'quality.json'}")
+    from mqforensics.history.store import location
+
+    history = location(args.history)
+    if history is not None:
+        print(f"Appended the store's figures and each expectation's result to the history "
+              f"{history}")  # fmt: skip
     return 0 if report.success else 1

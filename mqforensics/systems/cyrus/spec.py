@@ -175,4 +175,5 @@ SPEC = System(
     hide_target=pseudonyms.target,
     hide_finding=pseudonyms.hide_finding,
     views=views,
+    metrics=deferred("mqforensics.systems.cyrus.metrics", "measure"),
 )

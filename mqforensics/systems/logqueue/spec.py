@@ -167,4 +167,5 @@ SPEC = System(
     sample=sample.bundled,
     data_sources=data_sources,
     views=views,
+    metrics=deferred("mqforensics.systems.logqueue.metrics", "measure"),
 )

@@ -145,4 +145,5 @@ SPEC = System(
     sample=sample.bundled,
     data_sources=data_sources,
     views=views,
+    metrics=deferred("mqforensics.systems.postfix.metrics", "measure"),
 )

@@ -162,4 +162,5 @@ SPEC = System(
     validation_frames=validation_frames,
     sample=sample.bundled,
     data_sources=data_sources,
+    metrics=deferred("mqforensics.systems.slimta.metrics", "measure"),
 )
