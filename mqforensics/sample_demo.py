@@ -109,8 +109,10 @@ def history_demo(spark: SparkSession, bundled: Path) -> None:
           f"{len(firing)} alerts from the {len(rules)} bundled rules at its last run:")  # fmt: skip
     for alert in firing:
         print(f"  {alert.line()}")
-    print(f"Trends: mqforensics history show --history {bundled} --metric NAME; the James "
-          "notebook plots them")
+    print(
+        f"Trends: mqforensics history show --history {bundled} --metric NAME; the James "
+        "notebook plots them"
+    )
 
 
 def plan_demo(spec: System, audit_dir: Path, policy_file: Path, out: Path) -> None:
