@@ -249,4 +249,5 @@ SPEC = System(
     sample=sample.bundled,
     data_sources=data_sources,
     views=views,
+    metrics=deferred("mqforensics.systems.james.metrics", "measure"),
 )
