@@ -31,11 +31,13 @@ from mqforensics.units import utc_text
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-STORE = ("system", "scope")
+# A store's runs of one kind (audits, validations) are numbered apart: each is its own
+# scheduled job, with its own cadence, and a rule over "the last N runs" counts one job's runs.
+STORE = ("system", "scope", "kind")
 ORDER = ("as_of", "run_at", "run_id")
 OUTPUT = (
-    "rule", "kind", "severity", *SERIES, "unit", "run_id", "run_number", "latest", "as_of",
-    "since", "value", "values",
+    "rule", "kind", "severity", *SERIES, "run_kind", "unit", "run_id", "run_number", "latest",
+    "as_of", "since", "value", "values",
 )  # fmt: skip
 
 
@@ -62,13 +64,16 @@ class Alert:
     values: tuple[float, ...]
     what: str = ""
     why: str = ""
+    # The kind of the runs the series is of: ``audit`` or ``validate`` (their series are apart).
+    run_kind: str = "audit"
 
     @property
     def where(self) -> str:
         """The series in words: ``james james-sample queue spool`` and its labels."""
         labels = [f"{name} {getattr(self, name)}" for name in ("queue", "check", "item")
                   if getattr(self, name)]  # fmt: skip
-        return " ".join([self.system, self.scope, *labels])
+        runs = ["(validations)"] if self.run_kind == "validate" else []
+        return " ".join([self.system, self.scope, *runs, *labels])
 
     def line(self) -> str:
         """The alert in one line, as ``history alerts`` prints it."""
@@ -117,7 +122,7 @@ def _fired(base: DataFrame, rule: Rule) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    series = Window.partitionBy(*SERIES).orderBy("run_number")
+    series = Window.partitionBy(*SERIES, "kind").orderBy("run_number")
     earlier = series.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     value, as_of = F.col("value"), F.col("as_of")
     previous = F.lag(value, 1).over(series)
@@ -174,7 +179,8 @@ def _fired(base: DataFrame, rule: Rule) -> DataFrame:
     frame = frame.withColumn("since", since).withColumn("values", values)
     return frame.filter(F.col("_fires")).select(
         F.lit(rule.id).alias("rule"), F.lit(rule.kind).alias("kind"),
-        F.lit(rule.severity).alias("severity"), *SERIES, "unit", "run_id", "run_number",
+        F.lit(rule.severity).alias("severity"), *SERIES, F.col("kind").alias("run_kind"), "unit",
+        "run_id", "run_number",
         "latest", "as_of", "since", "value", "values",
     )  # fmt: skip
 
@@ -193,7 +199,7 @@ def _streak(
     frame = frame.withColumn("_member", member)
     starts = F.when(F.col("_member"), 0).otherwise(1)
     frame = frame.withColumn("_group", F.sum(starts).over(earlier))
-    group = Window.partitionBy(*SERIES, "_group").orderBy("run_number")
+    group = Window.partitionBy(*SERIES, "kind", "_group").orderBy("run_number")
     upto = group.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     if firing_only:
         frame = frame.withColumn("_fires", F.col("_member"))
@@ -213,8 +219,8 @@ def collected(frame: DataFrame, rules: Sequence[Rule]) -> list[Alert]:
               what=by_id[row["rule"]].describe(row["unit"]), why=by_id[row["rule"]].why)
         for row in frame.collect()
     ]  # fmt: skip
-    return sorted(alerts, key=lambda a: (a.system, a.scope, a.rule, a.metric, a.queue, a.check,
-                                          a.item, a.run_number))  # fmt: skip
+    return sorted(alerts, key=lambda a: (a.system, a.scope, a.run_kind, a.rule, a.metric, a.queue,
+                                          a.check, a.item, a.run_number))  # fmt: skip
 
 
 def _utc(instant: dt.datetime) -> dt.datetime:

@@ -44,9 +44,9 @@ def series(frame: DataFrame, metric: str, patterns: Mapping[str, str | None]) ->
 
     chosen = picked(frame, {**patterns, "metric": metric})
     table: pd.DataFrame = chosen.select(
-        *SERIES, "unit", "as_of", "run_at", "run_id", "value"
+        *SERIES, "kind", "unit", "as_of", "run_at", "run_id", "value"
     ).toPandas()
-    return table.sort_values([*SERIES, "as_of", "run_at"], ignore_index=True)
+    return table.sort_values([*SERIES, "kind", "as_of", "run_at"], ignore_index=True)
 
 
 def alerts(frame: DataFrame, rules: Sequence[Rule], *, system: str | None = None) -> list[Alert]:

@@ -36,7 +36,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("value", "double", "the figure"),
 )
 NAMES = tuple(name for name, _, _ in COLUMNS)
-# What makes one series: a figure of one store, followed over runs ordered by as_of, run_at.
+# What makes one series: a figure of one store, followed over runs ordered by as_of, run_at;
+# the runs of one kind only (audits and validations are two scheduled jobs: alerts.STORE).
 SERIES = ("system", "scope", "metric", "queue", "check", "item")
 
 

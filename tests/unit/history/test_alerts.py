@@ -94,6 +94,13 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
             for metric, unit, labels, values in PLANTED.values()
         ]
         append(Run("james", "audit", "a", day(number), tuple(metrics)), where)
+        # A validation of the same store an hour after each audit, its own job: its series
+        # are apart from the audits' (interleaved, they would break every streak above, and
+        # its run would be the store's latest).
+        checked = [Metric("live_mails", 5, "count", queue="outgoing"),
+                   Metric("browse_start", number, "instant", queue="spool")]  # fmt: skip
+        append(Run("james", "validate", "a", day(number) + dt.timedelta(hours=1),
+                   tuple(checked)), where)  # fmt: skip
     # Another store with one run: nothing is new in a store's first run.
     once = [Metric("findings", 5, "count", check="racl_drift", item="error")]
     append(Run("james", "audit", "b", day(8), tuple(once)), where)
@@ -127,6 +134,11 @@ def test_each_rule_fires_on_exactly_the_planted_runs(alerts) -> None:
         ("old", "a", 5, day(5)),
         ("spike", "a", 6, day(6)),  # 50 against 10, 11, 10, 11
     }
+
+
+def test_audits_and_validations_of_a_store_are_apart(alerts) -> None:
+    assert {a.run_kind for a in alerts} == {"audit"}
+    assert all(a.run_number <= 8 for a in alerts)
 
 
 def test_alerts_carry_their_series_and_values(alerts) -> None:
