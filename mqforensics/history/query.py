@@ -34,7 +34,7 @@ def runs(frame: DataFrame) -> pd.DataFrame:
     grouped = frame.groupBy("system", "scope", "kind", "as_of", "run_at", "run_id").agg(
         F.count("*").alias("figures")
     )
-    table: pd.DataFrame = grouped.toPandas()
+    table: pd.DataFrame = utc(grouped.toPandas())
     return table.sort_values(["system", "scope", "as_of", "run_at"], ignore_index=True)
 
 
@@ -43,10 +43,19 @@ def series(frame: DataFrame, metric: str, patterns: Mapping[str, str | None]) ->
     from mqforensics.history.schema import SERIES
 
     chosen = picked(frame, {**patterns, "metric": metric})
-    table: pd.DataFrame = chosen.select(
-        *SERIES, "kind", "unit", "as_of", "run_at", "run_id", "value"
-    ).toPandas()
+    table: pd.DataFrame = utc(
+        chosen.select(*SERIES, "kind", "unit", "as_of", "run_at", "run_id", "value").toPandas()
+    )
     return table.sort_values([*SERIES, "kind", "as_of", "run_at"], ignore_index=True)
+
+
+def utc(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its instants (``as_of``, ``run_at``) aware, in UTC: Spark hands them over
+    naive, in the session's time zone, which is UTC in every session `mqforensics.spark` makes."""
+    for column in ("as_of", "run_at"):
+        if column in table and table[column].dt.tz is None:
+            table[column] = table[column].dt.tz_localize("UTC")
+    return table
 
 
 def alerts(frame: DataFrame, rules: Sequence[Rule], *, system: str | None = None) -> list[Alert]:
