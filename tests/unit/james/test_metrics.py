@@ -90,9 +90,11 @@ def test_every_figure_is_what_the_tables_say(measured):
     # The planted state, as ANOMALIES.md tells it: spool holds stuck and invisible mail more
     # than a day old; bounces holds no live mail and keeps its old browseStart.
     assert expected["live_mails"][("bounces", "")] == 0
-    assert expected["mails_by_age"][("spool", "1d to 7d")] + expected["mails_by_age"][
-        ("spool", "7d or more")
-    ] >= 6
+    assert (
+        expected["mails_by_age"][("spool", "1d to 7d")]
+        + expected["mails_by_age"][("spool", "7d or more")]
+        >= 6
+    )
     assert _figures(from_audit, "browse_start_lag")[("bounces", "")] == 9 * 86400
     assert ("bounces", "") not in _figures(from_audit, "oldest_live_age")
 
