@@ -49,6 +49,9 @@ def test_demo_finds_exactly_the_planted_anomalies(spark, tmp_path, capsys):
     files = "".join(p.read_text() for p in (tmp_path / "plan").iterdir() if p.is_file())
     assert "victor@example.com" not in files
     assert "Review it in" in printed and (tmp_path / "plan" / "report.html").is_file()
+    # The bundled history's alerts at its last run (datasets/james/HISTORY.md).
+    assert "Run history" in printed and "6 alerts from the 16 bundled rules" in printed
+    assert "ALERT james-browse-start-stuck (warning): browse_start of james james-sample" in printed
 
 
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
