@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["AGE_BANDS", "UNITS", "Metric", "age_band", "epoch_seconds", "value_text"]
+__all__ = [
+    "AGE_BANDS", "UNITS", "Metric", "age_band", "band_counts", "epoch_seconds", "value_text",
+]  # fmt: skip
 
 # What a value counts or measures: how reports and plots label an axis.
 UNITS = {
@@ -48,6 +51,23 @@ def age_band(seconds: float) -> str:
         if seconds >= low and (high is None or seconds < high):
             return label
     raise AssertionError(seconds)  # the bands cover every number
+
+
+def band_counts(age: Any, wanted: Any = None) -> list[Any]:
+    """Spark aggregate columns ``band_0`` .. ``band_3``: how many rows (of the `wanted` ones,
+    a boolean column; None: every row) have an `age` (a column of seconds, null: none) in each
+    band of `AGE_BANDS`. What each system's ``metrics.py`` counts ``mails_by_age`` with."""
+    from pyspark.sql import functions as F
+
+    counts = []
+    for index, (_, low, high) in enumerate(AGE_BANDS):
+        inside = age.isNotNull() if wanted is None else wanted & age.isNotNull()
+        if low != float("-inf"):
+            inside = inside & (age >= F.lit(low))
+        if high is not None:
+            inside = inside & (age < F.lit(high))
+        counts.append(F.count(F.when(inside, 1)).alias(f"band_{index}"))
+    return counts
 
 
 def epoch_seconds(instant: dt.datetime) -> float:

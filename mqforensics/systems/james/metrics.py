@@ -38,10 +38,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.metrics import AGE_BANDS, Metric, epoch_seconds
+from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from mqforensics.spec import Loaded
     from mqforensics.systems.james.frames import JamesState
@@ -102,28 +102,13 @@ def _counted(state: JamesState, as_of: float) -> tuple[dict[str, int], dict[str,
     age = F.lit(as_of) - F.col("enqueuedtime").cast("double")
     aggregated = (
         live_rows.groupBy("queuename")
-        .agg(F.count(F.lit(1)).alias("live"), F.max(age).alias("oldest"), *_bands(age))
+        .agg(F.count(F.lit(1)).alias("live"), F.max(age).alias("oldest"), *band_counts(age))
         .collect()
     )
     live = {row["queuename"]: row.asDict() for row in aggregated}
     return {k: v for k, v in rows.items() if k is not None}, {
         k: v for k, v in live.items() if k is not None
     }
-
-
-def _bands(age: Column) -> list[Column]:
-    """One count per band of `AGE_BANDS` of the rows whose `age` (seconds) is in it."""
-    from pyspark.sql import functions as F
-
-    counts = []
-    for index, (_, low, high) in enumerate(AGE_BANDS):
-        inside = age.isNotNull()
-        if low != float("-inf"):
-            inside = inside & (age >= F.lit(low))
-        if high is not None:
-            inside = inside & (age < F.lit(high))
-        counts.append(F.count(F.when(inside, 1)).alias(f"band_{index}"))
-    return counts
 
 
 def _starts(frame: DataFrame, column: str) -> dict[str, float]:

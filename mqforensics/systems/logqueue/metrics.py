@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqforensics.metrics import AGE_BANDS, Metric, epoch_seconds
+from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
 from mqforensics.systems.logqueue import format as fmt
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from mqforensics.spec import Loaded
     from mqforensics.systems.logqueue.frames import LogQueueState
@@ -50,21 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["measure"]
 
 _LIVE = ("waiting", "in_flight")
-
-
-def _bands(age: Column) -> list[Column]:
-    """One count per band of `AGE_BANDS` of the rows whose `age` (seconds) falls in it."""
-    from pyspark.sql import functions as F
-
-    counts = []
-    for index, (_, low, high) in enumerate(AGE_BANDS):
-        inside = age.isNotNull()
-        if low != float("-inf"):
-            inside = inside & (age >= F.lit(low))
-        if high is not None:
-            inside = inside & (age < F.lit(high))
-        counts.append(F.count(F.when(inside, 1)).alias(f"band_{index}"))
-    return counts
 
 
 def _live_messages(state: LogQueueState, as_of_us: int) -> DataFrame:
@@ -75,7 +60,7 @@ def _live_messages(state: LogQueueState, as_of_us: int) -> DataFrame:
     age = (F.lit(as_of_us) - F.col("first_enqueued_us")).cast("double") / F.lit(1_000_000.0)
     by_mail = live.select("queue", age.alias("age"))
     counted = by_mail.groupBy("queue").agg(
-        F.count("*").alias("live_mails"), F.max("age").alias("oldest"), *_bands(F.col("age"))
+        F.count("*").alias("live_mails"), F.max("age").alias("oldest"), *band_counts(F.col("age"))
     )
     spools = (
         live.where(F.col("spool").isNotNull() & F.col("spool_bytes").isNotNull())

@@ -33,12 +33,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.metrics import AGE_BANDS, Metric, epoch_seconds
+from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
 from mqforensics.systems.postfix.queue_dir import LOG_QUEUES, MESSAGE_QUEUES
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
-
     from mqforensics.spec import Loaded
     from mqforensics.systems.postfix.frames import PostfixFrames
 
@@ -46,21 +44,6 @@ __all__ = ["measure"]
 
 # The figures of a queue counted in its row (0 when the queue holds no file).
 _COUNTED = ("rows", "live_mails", "queue_bytes", *(f"band_{i}" for i in range(len(AGE_BANDS))))
-
-
-def _bands(age: Column, wanted: Column) -> list[Column]:
-    """One count per band of `AGE_BANDS` of the `wanted` rows whose `age` (seconds) is in it."""
-    from pyspark.sql import functions as F
-
-    counts = []
-    for index, (_, low, high) in enumerate(AGE_BANDS):
-        inside = wanted & age.isNotNull()
-        if low != float("-inf"):
-            inside = inside & (age >= F.lit(low))
-        if high is not None:
-            inside = inside & (age < F.lit(high))
-        counts.append(F.count(F.when(inside, 1)).alias(f"band_{index}"))
-    return counts
 
 
 def _hosts(loaded: Loaded[PostfixFrames], found: list[Any]) -> list[str]:
@@ -85,7 +68,7 @@ def measure(loaded: Loaded[PostfixFrames]) -> list[Metric]:
             F.count(F.when(message, 1)).alias("live_mails"),
             F.sum(F.when(message, F.col("size"))).alias("queue_bytes"),
             F.max(F.when(message, age)).alias("oldest"),
-            *_bands(age, message),
+            *band_counts(age, message),
         )
         .collect()
     )

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqforensics.metrics import AGE_BANDS, Metric, epoch_seconds
+from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
 from mqforensics.systems.slimta.items import MESSAGE
 
 if TYPE_CHECKING:
@@ -49,21 +49,6 @@ ATTEMPT_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     ("5 or more", 5, None),
 )
 UNKNOWN_ATTEMPTS = "unknown"
-
-
-def _bands(age: Column, wanted: Column) -> list[Column]:
-    """One count per band of `AGE_BANDS` of the `wanted` rows whose `age` (seconds) is in it."""
-    from pyspark.sql import functions as F
-
-    counts = []
-    for index, (_, low, high) in enumerate(AGE_BANDS):
-        inside = wanted & age.isNotNull()
-        if low != float("-inf"):
-            inside = inside & (age >= F.lit(low))
-        if high is not None:
-            inside = inside & (age < F.lit(high))
-        counts.append(F.count(F.when(inside, 1)).alias(f"band_{index}"))
-    return counts
 
 
 def _attempts(wanted: Column) -> list[Column]:
@@ -97,7 +82,7 @@ def measure(loaded: Loaded[SlimtaFrames]) -> list[Metric]:
             F.count(F.when(message, 1)).alias("live_mails"),
             F.sum(F.when(message, F.col("stored_bytes"))).alias("queue_bytes"),
             F.max(F.when(message, age)).alias("oldest"),
-            *_bands(age, message),
+            *band_counts(age, message),
             *_attempts(message),
         )
         .collect()
