@@ -9,7 +9,8 @@ The Python API (`mqforensics.api`), for JupyterLab, schedulers and scripts alike
   ``purge_plan(plan_dir, apply=False)``: a cleanup, with the command line's safeguards;
 - ``demo(system)``: a bundled sample audited and planned;
 - ``open_history(dir)``, ``history_alerts(dir)``: the run history audits and validations append
-  to (``history=``), its series and the alerts its rules give.
+  to (``history=``), its series and the alerts its rules give; ``validation_trends(report)``:
+  the store a validation just appended to, its trends and alerts (the validation notebooks).
 
 Systems: ``james``, ``logqueue``, ``cyrus``, ``slimta``, ``postfix`` (`names()`). Each system's
 keywords are the fields of its options class, documented there:
@@ -30,7 +31,10 @@ _API = (
     "purge_options_of", "purge_plan", "read", "review", "session", "validate",
 )  # fmt: skip
 # The run history's API (`mqforensics.api_history`, docs/history.md).
-_HISTORY_API = ("Alerts", "History", "history_alerts", "open_history")
+_HISTORY_API = (
+    "Alerts", "History", "ValidationTrends", "configured_history", "history_alerts",
+    "open_history", "validation_trends",
+)  # fmt: skip
 
 __all__ = ["__version__", *_API, *_HISTORY_API]
 

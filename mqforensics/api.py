@@ -513,7 +513,8 @@ def validate(
     (``expectations/<system>_<frame>.json``); with `out`, ``quality.json`` is written there.
     Input that cannot be read is its typed error, never a failed expectation. With `history`
     (a directory or a URL; default ``MQF_HISTORY``), the store's figures and each expectation's
-    result are appended to that run history, as the store `history_scope` (docs/history.md)."""
+    result are appended to that run history, as the store `history_scope` (docs/history.md);
+    the report's `history` then says where (its scope and run id: `validation_trends`)."""
     spec = systems.get(system)
     target = Path(out) if out is not None else None
     work = target or Path(tempfile.mkdtemp(prefix=f"mqforensics-{system}-validate-"))
@@ -923,8 +924,8 @@ def notebook_keywords(
     parameters, or override them with environment variables: ``MQF_<SYSTEM>_ARGS`` (the
     source as command-line options), ``MQF_AS_OF``, ``MQF_REVEAL_ADDRESSES=1``,
     ``MQF_NOTEBOOK_OUT``, ``MQF_POLICY``, ``MQF_HISTORY`` (the run history the run's figures
-    are appended to, when `history` is None). The audit looks for the policy's data
-    subjects."""
+    are appended to, when `history` is None), ``MQF_HISTORY_SCOPE`` (the store's name in that
+    history, when `history_scope` is None). The audit looks for the policy's data subjects."""
     import os
 
     keywords: dict[str, Any] = {}
@@ -945,6 +946,7 @@ def notebook_keywords(
         keywords["erasure_policy"] = policy_file
     if history is not None:
         keywords["history"] = str(history)
-    if history_scope:
-        keywords["history_scope"] = history_scope
+    scope = history_scope or os.environ.get("MQF_HISTORY_SCOPE", "").strip()
+    if scope:
+        keywords["history_scope"] = scope
     return keywords

@@ -11,18 +11,26 @@
     alerts.raise_if_any()                        # a scheduled notebook fails naming them
 
 What a run appends, and the rules' semantics: docs/history.md. Appending is the audit's and the
-validation's ``history=`` keyword (``--history`` on the command line).
+validation's ``history=`` keyword (``--history`` on the command line). What the validation
+notebooks show of the store they just validated:
+
+    report = mqforensics.validate("postfix", sample=True, history="out/h", history_scope="mx1")
+    trends = mqforensics.validation_trends(report)   # report.history: where it was appended
+    trends.figures()                             # each trended metric, its alerts marked
+    trends.expectations()                        # each suite's results per run (pandas)
+    trends.raise_if_any(failed_lines)            # failed expectations and alerts, one error
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.errors import ConfigError
+from mqforensics.credentials import mask_secrets
+from mqforensics.errors import ConfigError, MqfError, explain, translated
 from mqforensics.history import query
 from mqforensics.history.alerts import Alert, latest
 from mqforensics.history.rules import Rule, load_rules
@@ -33,7 +41,13 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Alerts", "History", "history_alerts", "open_history"]
+    from mqforensics.quality import QualityReport
+    from mqforensics.views.trends import TrendsData
+
+__all__ = [
+    "Alerts", "History", "ValidationTrends", "configured_history", "history_alerts",
+    "open_history", "report_trends", "validation_trends",
+]  # fmt: skip
 
 
 def where_of(history: str | Path | None) -> Location:
@@ -197,11 +211,16 @@ class History:
     ) -> Any:
         """A figure of `metric`'s series over time, each alert of `rules` marked where it
         fired (`views.trends`)."""
+        from mqforensics.history.schema import SERIES
         from mqforensics.views.trends import trend_figure
 
         points = self.series(metric, **labels)
         fired = self.alerts(rules, every_run=True)
-        return trend_figure(points, [a for a in fired if a.metric == metric], title=metric)
+        # Only the alerts of the series drawn (the labels may pick some stores or queues).
+        drawn = set(points[[*SERIES, "kind"]].itertuples(index=False, name=None))
+        marked = [a for a in fired
+                  if (*(getattr(a, name) for name in SERIES), a.run_kind) in drawn]  # fmt: skip
+        return trend_figure(points, marked, title=metric)
 
     def __repr__(self) -> str:
         table = self.runs()
@@ -218,3 +237,324 @@ class History:
 
     def _repr_html_(self) -> str:
         return f"<div>{html.escape(repr(self))}</div>"
+
+
+# --- the Trends section of `mqforensics report html` ---------------------------------------------
+
+# What every audit appends that the Trends section draws: the verdict line's numbers and the bytes
+# each check's findings hold. The other common figures (findings per check and severity, the
+# checks not run, personal-data objects, what was read, the expectations') are drawn only when an
+# alert fires on them at the store's latest run; a system's own figures always are.
+REPORT_METRICS = ("findings_total", "bytes_held", "reclaimable_bytes")
+COMMON_METRICS = frozenset({
+    *REPORT_METRICS, "findings", "personal_data_objects", "check_not_run", "objects_read",
+    "expectation_passed", "unexpected_rows",
+})  # fmt: skip
+
+
+def report_trends(
+    manifest: Mapping[str, Any],
+    *,
+    rules: str | Path | Sequence[Rule] | None = None,
+    spark: SparkSession | None = None,
+) -> TrendsData | None:
+    """What the report's Trends section shows of the audit whose manifest is `manifest`: its
+    store's series in the history it appended to (``manifest["history"]``), the alerts of
+    `rules` (default the bundled ones) marked on them and those firing at the store's latest run;
+    None when the audit appended to no history. A history that can no longer be read (moved,
+    deleted, not one) is `TrendsData.error`, one line. Reads the history with Spark."""
+    from mqforensics.views.trends import TrendsData
+
+    recorded = manifest.get("history")
+    if not isinstance(recorded, Mapping) or not recorded.get("location"):
+        return None
+    system, scope = str(manifest.get("system") or ""), str(recorded.get("scope") or "")
+    data = TrendsData(location=mask_secrets(str(recorded["location"])), system=system, scope=scope)
+    try:
+        loaded = (
+            list(rules)
+            if isinstance(rules, Sequence) and not isinstance(rules, str)
+            else load_rules(rules)
+        )
+        with translated():
+            _fill_trends(data, str(recorded["location"]), str(recorded.get("run_id") or ""),
+                         loaded, spark)  # fmt: skip
+    except MqfError as exc:
+        data.error = _one_line(explain(exc) or str(exc))
+    except Exception as exc:  # Spark's own errors on a history it cannot read
+        from pyspark.errors import PySparkException
+
+        if not isinstance(exc, (OSError, PySparkException)):
+            raise
+        data.error = _one_line(f"{type(exc).__name__}: {exc}")
+    return data
+
+
+def _one_line(text: str) -> str:
+    line = mask_secrets(text).strip().splitlines()[0] if text.strip() else "unreadable"
+    return line.removeprefix("InputError: ").removeprefix("ConfigError: ")
+
+
+def _fill_trends(
+    data: TrendsData, given: str, run_id: str, rules: Sequence[Rule], spark: SparkSession | None
+) -> None:
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    from mqforensics.history.schema import SERIES
+    from mqforensics.views.trends import MetricTrend
+
+    history = open_history(given, spark=spark)
+    # The store's audits: its validations are series apart (`validation_trends`).
+    picked = (F.col("system") == data.system) & (F.col("scope") == data.scope)
+    store = History(history.location, history.frame.filter(picked & (F.col("kind") == "audit")))
+    store.frame.cache()
+    try:
+        table: pd.DataFrame = store.frame.select(
+            *SERIES, "unit", "kind", "as_of", "run_at", "run_id", "value"
+        ).toPandas()
+        if table.empty:
+            data.error = f"the history {data.location} holds no audit of the store {data.scope}"
+            return
+        every = store.alerts(rules, every_run=True)
+    finally:
+        store.frame.unpersist()
+    table["as_of"] = pd.to_datetime(table["as_of"], utc=True)
+    table["run_at"] = pd.to_datetime(table["run_at"], utc=True)
+    runs = table.drop_duplicates("run_id")
+    data.rules, data.runs = len(rules), len(runs)
+    data.first = runs["as_of"].min().to_pydatetime()
+    data.last = runs["as_of"].max().to_pydatetime()
+    own = runs.loc[runs["run_id"] == run_id, "as_of"]
+    data.audit_as_of = own.iloc[0].to_pydatetime() if not own.empty else None
+    data.alerts = latest(list(every))
+    firing = {alert.metric for alert in data.alerts}
+    present = list(dict.fromkeys(table["metric"]))
+    chosen = [m for m in present if m in firing and m not in REPORT_METRICS]
+    chosen += [m for m in REPORT_METRICS if m in present]
+    chosen += sorted(m for m in present if m not in COMMON_METRICS and m not in chosen)
+    for metric in chosen:
+        points = table[table["metric"] == metric]
+        marked = [alert for alert in every if alert.metric == metric]
+        points, zeros = _without_zero_series(points, marked)
+        if points.empty:
+            data.quiet.append(metric)
+            continue
+        note = f"at 0 in every audit, not drawn: {_named(zeros)}" if zeros else None
+        ordered = points.sort_values([*SERIES, "as_of", "run_at"], ignore_index=True)
+        data.trends.append(MetricTrend(metric, ordered, marked, note))
+
+
+_LABELS = ("system", "scope", "metric", "queue", "check", "item")
+_NAMED = 4  # series named in a figure's note of those left out
+
+
+def _without_zero_series(
+    points: pd.DataFrame, alerts: Sequence[Alert]
+) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
+    """`points` without the series at 0 in every run that no alert is on (a check that never
+    found anything), and those series; one series alone is kept (a clean store's findings_total
+    says so)."""
+    keys = points[list(_LABELS)].apply(tuple, axis=1)
+    flat = points.groupby(keys)["value"].apply(lambda v: bool((v == 0).all()))
+    if len(flat) <= 1:
+        return points, []
+    alerted = {tuple(getattr(a, name) for name in _LABELS) for a in alerts}
+    dropped = sorted(key for key, zero in flat.items() if zero and key not in alerted)
+    return points[~keys.isin(dropped)], dropped
+
+
+def _named(series: list[tuple[str, ...]]) -> str:
+    """Series left out, by their labels: ``check a, check b and 3 more``."""
+    from mqforensics.views.trends import series_name
+
+    names = [series_name(dict(zip(_LABELS, key, strict=True)), ("queue", "check", "item"))
+             for key in series]  # fmt: skip
+    shown = ", ".join(names[:_NAMED])
+    return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
+# --- the validation notebooks: the store a validation just appended to ---------------------------
+
+NO_HISTORY = "no run history configured (HISTORY or MQF_HISTORY): trends and alerts not checked"
+# A validation's figures that are not trended as a metric of the system: each expectation's
+# result, shown as a pass/fail table per run (`ValidationTrends.expectations`).
+VALIDATION_RESULTS = ("expectation_passed", "unexpected_rows")
+
+
+def configured_history(history: str | Path | None = None) -> str | None:
+    """The run history a run appends to, as shown (credentials masked): `history`, else the
+    one ``MQF_HISTORY`` names; None when neither names one (`history.store.location`)."""
+    found = location(history)
+    return None if found is None else str(found)
+
+
+def validation_trends(
+    report: QualityReport,
+    *,
+    rules: str | Path | Sequence[Rule] | None = None,
+    spark: SparkSession | None = None,
+) -> ValidationTrends:
+    """The history of the store a validation just appended to (`report`, as ``validate``
+    returns it; its ``history`` says where): the store's validations, each of the system's
+    trended figures (its ``metrics.py``) with the alerts of `rules` (a TOML file, `Rule`s;
+    default the bundled ones) marked, each expectation's result per run, and the alerts at the
+    store's latest validation. When the validation appended to no history, nothing is read
+    (`ValidationTrends.configured` is false; its summary says so). Reads the history with
+    Spark; the store's audits are not in it (their series are apart: docs/history.md)."""
+    from pyspark.sql import functions as F
+
+    from mqforensics.history.schema import SERIES
+
+    loaded = _rules_of(rules)  # a bad rules file is said before the history is read
+    recorded = report.history
+    if not recorded:
+        return ValidationTrends(report.system, loaded)
+    history = open_history(str(recorded["location"]), spark=spark)
+    scope = str(recorded["scope"])
+    chosen = (
+        (F.col("system") == report.system) & (F.col("scope") == scope)
+        & (F.col("kind") == "validate")
+    )  # fmt: skip
+    frame = history.frame.filter(chosen).cache()
+    try:
+        table: pd.DataFrame = frame.select(*SERIES, "kind", "unit", "as_of", "run_at",
+                                           "run_id", "value").toPandas()  # fmt: skip
+        every = query.alerts(frame, loaded) if not table.empty else []
+    finally:
+        frame.unpersist()
+    found = Alerts(latest(every), loaded, str(history.location))
+    return ValidationTrends(report.system, loaded, dict(recorded), table, every, found)
+
+
+def _rules_of(rules: str | Path | Sequence[Rule] | None) -> list[Rule]:
+    if isinstance(rules, Sequence) and not isinstance(rules, str):
+        return list(rules)
+    return load_rules(rules)
+
+
+@dataclass(repr=False)
+class ValidationTrends:
+    """A validation's store in the run history it appended to (`validation_trends`): `table`
+    holds every figure of the store's validations (pandas, as `History.series` gives them),
+    `every_alert` the alerts of `rules` at every run, `alerts` those at its latest run."""
+
+    system: str
+    rules: list[Rule]
+    recorded: dict[str, Any] | None = None  # `QualityReport.history`: None, appended to none
+    table: pd.DataFrame | None = None
+    every_alert: list[Alert] = field(default_factory=list)
+    alerts: Alerts = field(default_factory=lambda: Alerts([], [], ""))
+
+    @property
+    def configured(self) -> bool:
+        """Whether the validation appended to a history (and so whether trends were read)."""
+        return self.recorded is not None
+
+    def metrics(self) -> list[str]:
+        """The system's figures this validation appended, in its order (no expectation's
+        result: `expectations`)."""
+        if self.recorded is None or self.table is None:
+            return []
+        own = self.table.loc[self.table["run_id"] == self.recorded["run_id"], "metric"]
+        return [m for m in dict.fromkeys(own) if m not in VALIDATION_RESULTS]
+
+    def figures(self) -> list[Any]:
+        """One figure per metric of `metrics`: its series in the store's validations over time,
+        each alert marked at the run it fired (`views.trends.trend_figure`)."""
+        from mqforensics.history.schema import SERIES
+        from mqforensics.views.trends import trend_figure
+
+        if self.table is None:
+            return []
+        shown = []
+        for metric in self.metrics():
+            points = self.table[self.table["metric"] == metric]
+            points = points.sort_values([*SERIES, "as_of", "run_at"], ignore_index=True)
+            marked = [a for a in self.every_alert if a.metric == metric]
+            shown.append(trend_figure(points, marked, title=metric))
+        return shown
+
+    def expectations(self, last: int = 10) -> pd.DataFrame:
+        """The expectations' results of the store's `last` validations, one row per run:
+        when it judged the store, its run id (``this run`` for this validation's), how many of
+        each suite's expectations passed, how many failed and the unexpected rows counted."""
+        import pandas as pd
+
+        head = ["judged at", "run"]
+        if self.table is None or self.recorded is None:
+            return pd.DataFrame(columns=[*head, "failed", "unexpected rows"])
+        table = self.table
+        passed = table[table["metric"] == "expectation_passed"]
+        runs = passed.drop_duplicates("run_id").sort_values(["as_of", "run_at"]).tail(last)
+        suites = sorted(set(passed["check"]))
+        rows = []
+        for run in runs.itertuples():
+            results = passed[passed["run_id"] == run.run_id]
+            unexpected = table[(table["run_id"] == run.run_id)
+                               & (table["metric"] == "unexpected_rows")]  # fmt: skip
+            own = run.run_id == self.recorded["run_id"]
+            row: list[Any] = [utc_text(_aware(run.as_of)),
+                              "this run" if own else str(run.run_id)[:8]]  # fmt: skip
+            for suite in suites:
+                values = results.loc[results["check"] == suite, "value"]
+                row.append(f"{int(values.sum())} of {len(values)}" if len(values) else "")
+            row += [int((results["value"] == 0).sum()), int(unexpected["value"].sum())]
+            rows.append(row)
+        return pd.DataFrame(rows, columns=[*head, *suites, "failed", "unexpected rows"])
+
+    def raise_if_any(self, failed: Sequence[str] = ()) -> None:
+        """One AssertionError naming the `failed` expectations (a line each) and every alert
+        at the store's latest validation (its rule and metric: `Alerts.raise_if_any`), when
+        there is either: a failed expectation does not hide an alert, nor the other way."""
+        messages = ["expectations failed:\n" + "\n".join(failed)] if failed else []
+        try:
+            self.alerts.raise_if_any()
+        except AssertionError as firing:
+            messages.append(str(firing))
+        if messages:
+            raise AssertionError("\n".join(messages))
+
+    def summary(self) -> str:
+        """Where the figures were appended, the store's validations and its alerts; or the
+        line saying no history is configured."""
+        if self.recorded is None:
+            return NO_HISTORY
+        recorded = self.recorded
+        lines = [f"Appended {recorded['figures']} figures to the history {recorded['location']} "
+                 f"(store {recorded['scope']!r}, run {recorded['run_id']})"]  # fmt: skip
+        table = self.table
+        if table is not None and not table.empty:
+            runs = table.drop_duplicates("run_id")
+            first, last = _aware(runs["as_of"].min()), _aware(runs["as_of"].max())
+            span = (f"judged at {utc_text(last)}" if first == last
+                    else f"judged from {utc_text(first)} to {utc_text(last)}")  # fmt: skip
+            own = runs.loc[runs["run_id"] == recorded["run_id"], "as_of"]
+            if not own.empty and _aware(own.iloc[0]) < last:
+                span += f" (this one at {utc_text(_aware(own.iloc[0]))}, not the latest)"
+            lines.append(f"{plural(len(runs), 'validation')} of the store {span}; "
+                         f"{plural(len(self.metrics()), 'trended metric')}")  # fmt: skip
+        rules = plural(len(self.rules), "rule")
+        found = plural(len(self.alerts), "alert") if self.alerts else "no alert"
+        lines.append(f"{found} from the {rules} at the store's latest validation")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return "\n".join([self.summary(), *self.alerts.lines()])
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<p>{html.escape(line)}</p>" for line in self.summary().splitlines())
+        if self.alerts:
+            body += self.alerts.table().to_html(index=False, escape=True)
+        return f"<div>{body}</div>"
+
+
+def _aware(value: Any) -> Any:
+    """A pandas instant (aware or naive UTC) as an aware datetime."""
+    import datetime as dt
+
+    import pandas as pd
+
+    stamp = pd.Timestamp(value)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.to_pydatetime().astimezone(dt.UTC)

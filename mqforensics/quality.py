@@ -78,12 +78,15 @@ class SuiteOutcome:
 
 @dataclass(frozen=True)
 class QualityReport:
-    """The outcome of every suite run by `validate`; `success` is true when all passed."""
+    """The outcome of every suite run by `validate`; `success` is true when all passed.
+    `history` says where the validation's figures were appended (the history's location, the
+    store's ``scope``, the ``run_id`` and how many ``figures``), None when they were not."""
 
     system: str
     success: bool
     suites: list[SuiteOutcome]
     pseudonymized: bool = True
+    history: dict[str, Any] | None = None
 
     def failures(self) -> list[tuple[SuiteOutcome, ExpectationOutcome]]:
         """Every failed expectation with its suite, in suite and file order."""

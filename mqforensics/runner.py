@@ -367,7 +367,10 @@ def validate(
     """The quality report of the system's frames (`quality.QualityReport`). Input that cannot be
     read is its typed error (exit 2), as in `audit`, never a failed expectation: also when an
     expectation's query met it (`unreadable_input`). With a `history` (`history.store.Location`),
-    the system's figures and each expectation's result are appended to it."""
+    the system's figures and each expectation's result are appended to it, and the report says
+    where (`QualityReport.history`: the location, the store's scope, the run id)."""
+    from dataclasses import replace
+
     from mqforensics.quality import validate as run_suites
 
     if spec.validation_frames is None:
@@ -382,8 +385,9 @@ def validate(
             if error is not None:
                 raise error
             if history is not None:
-                append_validation(spark, spec, loaded, report, history, history_scope,
-                                  reveal=reveal_addresses)  # fmt: skip
+                recorded = append_validation(spark, spec, loaded, report, history, history_scope,
+                                             reveal=reveal_addresses)  # fmt: skip
+                report = replace(report, history=recorded)
         finally:
             loaded.close()
     return report
@@ -399,7 +403,8 @@ def append_validation(
     *,
     reveal: bool,
 ) -> dict[str, Any]:
-    """A validation's figures appended to the history at `where`."""
+    """A validation's figures appended to the history at `where`; what the report says of it
+    (`history.record.appended`: location, scope, run_id, figures)."""
     from mqforensics.history.record import appended, scope_of, system_metrics, validation_run
 
     scope = scope_of(history_scope, loaded.source, reveal=reveal)

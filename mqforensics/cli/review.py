@@ -1,11 +1,13 @@
 """``mqforensics approve`` and ``mqforensics report plan | html | notebook``: the review half of
-a cleanup and the readable reports. None needs Spark or a server."""
+a cleanup and the readable reports. None needs a server; only ``report html`` of an audit that
+appended to a run history starts Spark, to read that history (its Trends section)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from mqforensics import api, systems
 from mqforensics.credentials import mask_secrets
@@ -86,14 +88,26 @@ def run_report_plan(args: argparse.Namespace) -> int:
 
 
 def run_report_html(args: argparse.Namespace) -> int:
-    from mqforensics.views.report import summary_of, write_report
+    from mqforensics.views.report import ReportInput, summary_of, write_report
+
+    trends: dict[int, Any] = {}
+
+    def trends_of(item: ReportInput) -> Any:
+        # An audit that appended to a run history: its store's trends (Spark reads the history).
+        from mqforensics.api_history import report_trends
+
+        found = report_trends(item.manifest or {})
+        trends[id(item)] = found
+        return found
 
     loaded = write_report(
         args.inputs, args.out, title=args.title, reveal=args.reveal_addresses,
-        find_check=systems.find_check, hide_target_of=api.target_hider,
+        find_check=systems.find_check, hide_target_of=api.target_hider, trends_of=trends_of,
     )  # fmt: skip
     for item in loaded:
         print(f"{item.kind:<10} {mask_secrets(str(item.path))}: {summary_of(item)}")
+        if trends.get(id(item)) is not None:
+            print(f"{'trends':<10} {mask_secrets(str(item.path))}: {trends[id(item)].summary()}")
     print(f"wrote {args.out}")
     return 0
 

@@ -9,8 +9,10 @@ Every text shown is pseudonymised unless ``--reveal-addresses``, escaped, and cl
 credentials by `credentials.mask_secrets` (``scheme://user:secret@`` becomes
 ``scheme://[hidden]@``).
 
-This module consults no system registry and parses no command line: its caller (the command-line
-edge, `mqforensics.cli`) passes the registry's functions down (`find_check`, `hide_target_of`).
+This module consults no system registry, reads no run history and parses no command line: its
+caller (the command-line edge, `mqforensics.cli`) passes the registry's functions down
+(`find_check`, `hide_target_of`) and the one that reads the Trends of an audit that appended to a
+history (`trends_of`: `api_history.report_trends`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ if TYPE_CHECKING:  # pandas is imported where a report is rendered: `mqforensics
     import pandas as pd
 
     from mqforensics.views.plan_report import HideTarget
+    from mqforensics.views.trends import TrendsData
 
 ROWS_PER_CHECK = 500
 
@@ -41,6 +44,8 @@ ROWS_PER_CHECK = 500
 FindCheck = Callable[[str, str], Any | None]
 # system name -> that system's `hide_target(target, salt)`, None when it has none.
 HideTargetOf = Callable[[str], "HideTarget | None"]
+# An audit's input -> what its Trends section shows (None: none); the caller reads the history.
+TrendsOf = Callable[["ReportInput"], "TrendsData | None"]
 
 
 @dataclass
@@ -215,11 +220,14 @@ def render(
     reveal: bool = False,
     find_check: FindCheck | None = None,
     hide_target_of: HideTargetOf | None = None,
+    trends_of: TrendsOf | None = None,
 ) -> str:
     """The whole report as one HTML document. `find_check(system, check)` gives the `Check` whose
     texts (what, why, what to do) a verdict card shows (None: no description);
     `hide_target_of(system)` the `hide_target` a plan's targets go through (None: only plain
-    addresses are pseudonymised)."""
+    addresses are pseudonymised); `trends_of(audit)` what the Trends section after an audit's
+    findings shows of the run history it appended to (`views.trends.TrendsData`; called only
+    for an audit whose manifest names a history; None: no Trends section)."""
     from mqforensics.views.plan_report import CSS
 
     page = _Page(reveal, find_check=find_check, hide_target_of=hide_target_of)
@@ -243,6 +251,10 @@ def render(
     }
     for item in inputs:
         renderers[item.kind](page, item)
+        if trends_of is not None and item.kind == "findings" and _appended(item):
+            trends = trends_of(item)
+            if trends is not None:
+                _trends_section(page, item, trends)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{page.show(title)}</title>\n<style>{CSS}{_EXTRA_CSS}</style>\n</head>\n"
@@ -646,6 +658,40 @@ def _is_prose(text: str) -> bool:
     return len(words) >= _PROSE_WORDS and letters * 2 > len(words)
 
 
+def _appended(item: ReportInput) -> bool:
+    """Whether the audit of `item` appended its figures to a run history (its manifest says)."""
+    return bool((item.manifest or {}).get("history"))
+
+
+def _trends_section(page: _Page, item: ReportInput, trends: TrendsData) -> None:
+    """The store's series in the history the audit appended to, the alerts marked, and the
+    alerts firing at its latest run; or the one line saying the history could not be read."""
+    from mqforensics.views.trends import STORE_ALERT_HEADERS, alert_rows
+
+    page.add(f"<h2>Trends: {page.show(item.path)}</h2>")
+    if trends.error is not None:  # one line, and the report is written all the same
+        said = f"The history this audit appended to (store {trends.scope}) could not be read: "
+        page.add(f'<p class="warn">{page.show(said + trends.error.rstrip("."))}.</p>')
+        return
+    page.add(f"<p>{page.show(trends.about())}</p>")
+    if trends.alerts:
+        firing = _plural(len(trends.alerts), "alert")
+        page.add(f"<h3>Alerts at the store's latest audit ({page.show(firing)})</h3>")
+        page.add('<div class="wide">')
+        rows = alert_rows(trends.alerts, in_store=True)
+        page.table(STORE_ALERT_HEADERS, rows, prose=(len(STORE_ALERT_HEADERS) - 1,))
+        page.add("</div>")
+    else:
+        rules = _plural(trends.rules, "rule")
+        page.add(f"<p>No alert of the {page.show(rules)} fires at the store's latest audit.</p>")
+    text = None if page.reveal else pseudonymize_text
+    for metric, figure in trends.figures(text):
+        page.figure(figure, f"trend of {metric}")
+    if trends.quiet:
+        page.add(f'<p class="note">At 0 in every audit, not drawn: '
+                 f"{page.show(', '.join(trends.quiet))}.</p>")  # fmt: skip
+
+
 def _plan_section(page: _Page, item: ReportInput) -> None:
     import pandas as pd
 
@@ -704,14 +750,17 @@ def write_report(
     reveal: bool = False,
     find_check: FindCheck | None = None,
     hide_target_of: HideTargetOf | None = None,
+    trends_of: TrendsOf | None = None,
 ) -> list[ReportInput]:
     """Render `inputs` into `out` atomically (a temporary file renamed over it); `out`'s
-    directory must exist (`check_out_file`). `find_check` and `hide_target_of` as for `render`."""
+    directory must exist (`check_out_file`). `find_check`, `hide_target_of` and `trends_of` as
+    for `render`."""
     check_out_file(out)
     loaded = [item for path in inputs for item in load_input(path)]
     document = render(
-        loaded, title=title, reveal=reveal, find_check=find_check, hide_target_of=hide_target_of
-    )
+        loaded, title=title, reveal=reveal, find_check=find_check, hide_target_of=hide_target_of,
+        trends_of=trends_of,
+    )  # fmt: skip
     from mqforensics.retention.manifest import write_atomically
 
     write_atomically(out, document.encode("utf-8"))
