@@ -9,7 +9,8 @@ The Python API (`mqforensics.api`), for JupyterLab, schedulers and scripts alike
   ``purge_plan(plan_dir, apply=False)``: a cleanup, with the command line's safeguards;
 - ``demo(system)``: a bundled sample audited and planned;
 - ``open_history(dir)``, ``history_alerts(dir)``: the run history audits and validations append
-  to (``history=``), its series and the alerts its rules give; ``validation_trends(report)``:
+  to (``history=``), its series and the alerts its rules give (``bundled_history("james")``:
+  the sample's, as it evolved); ``validation_trends(report)``:
   the store a validation just appended to, its trends and alerts (the validation notebooks).
 
 Systems: ``james``, ``logqueue``, ``cyrus``, ``slimta``, ``postfix`` (`names()`). Each system's
@@ -32,7 +33,8 @@ _API = (
 )  # fmt: skip
 # The run history's API (`mqforensics.api_history`, docs/history.md).
 _HISTORY_API = (
-    "Alerts", "History", "ValidationTrends", "configured_history", "history_alerts",
+    "Alerts", "History", "ValidationTrends", "bundled_history", "configured_history",
+    "history_alerts",
     "open_history", "validation_trends",
 )  # fmt: skip
 

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from mqforensics.views.trends import TrendsData
 
 __all__ = [
-    "Alerts", "History", "ValidationTrends", "configured_history", "history_alerts",
+    "Alerts", "History", "ValidationTrends", "bundled_history", "configured_history",
+    "history_alerts",
     "open_history", "report_trends", "validation_trends",
 ]  # fmt: skip
 
@@ -380,6 +381,22 @@ NO_HISTORY = "no run history configured (HISTORY or MQF_HISTORY): trends and ale
 # A validation's figures that are not trended as a metric of the system: each expectation's
 # result, shown as a pass/fail table per run (`ValidationTrends.expectations`).
 VALIDATION_RESULTS = ("expectation_passed", "unexpected_rows")
+
+
+def bundled_history(system: str) -> Path | None:
+    """The run history bundled with `system`'s sample (``datasets/james/history``: fourteen
+    daily audits of the James sample as it evolves, datasets/james/HISTORY.md); None when the
+    system bundles none."""
+    import tempfile
+
+    from mqforensics import systems
+
+    spec = systems.get(system)
+    if spec.sample is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="mqforensics-sample-") as work:
+        found = spec.sample(Path(work)).history
+    return found if found is not None and found.is_dir() else None
 
 
 def configured_history(history: str | Path | None = None) -> str | None:
