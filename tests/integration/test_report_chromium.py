@@ -31,7 +31,6 @@ from mqforensics.services.chromium import (
     DevTools,
     PageReport,
     browser,
-    ensure_chromium,
     inspect_page,
     is_blank,
 )
@@ -51,16 +50,6 @@ _NEVER_IN_TEXT = (
     re.compile(r"model not found"),
 )
 _NEVER_A_CELL = {"None", "nan", "NaN", "NaT", "null", "<NA>"}
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    from mqforensics.errors import MqfError, explain
-
-    try:
-        return ensure_chromium()
-    except MqfError as exc:
-        pytest.fail(f"Chromium is needed and could not be installed: {explain(exc)}", pytrace=False)
 
 
 PDFTOTEXT = Path("/usr/bin/pdftotext")

@@ -13,10 +13,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
-import pytest
 
 from mqforensics.cli import main
-from mqforensics.services.chromium import ensure_chromium, inspect_page, is_blank
+from mqforensics.services.chromium import inspect_page, is_blank
 from mqforensics.views.plots import png_bytes
 from mqforensics.views.trends import trend_figure
 from tests.integration.test_report_chromium import _check_page, _check_text, opened
@@ -36,16 +35,6 @@ _SECTION_JS = """JSON.stringify((() => {
   return {top: heading.getBoundingClientRect().top + window.scrollY,
           bottom: bottom + window.scrollY, images};
 })())"""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    from mqforensics.errors import MqfError, explain
-
-    try:
-        return ensure_chromium()
-    except MqfError as exc:
-        pytest.fail(f"Chromium is needed and could not be installed: {explain(exc)}", pytrace=False)
 
 
 def _section_shot(page: Path, shot: Path) -> dict:
