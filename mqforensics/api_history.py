@@ -33,6 +33,7 @@ from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, MqfError, explain, translated
 from mqforensics.history import query
 from mqforensics.history.alerts import Alert, latest
+from mqforensics.history.record import appended_line
 from mqforensics.history.rules import Rule, load_rules
 from mqforensics.history.store import ENVIRONMENT, Location, check_readable, location, read
 from mqforensics.units import plural, utc_text
@@ -194,11 +195,7 @@ class History:
     ) -> Alerts:
         """The alerts of `rules` (a TOML file, `Rule`s, or the bundled ones) at each store's
         latest run (`every_run`: at every run)."""
-        loaded = (
-            list(rules)
-            if isinstance(rules, Sequence) and not isinstance(rules, str)
-            else (load_rules(rules))
-        )
+        loaded = _rules_of(rules)
         found = query.alerts(self.frame, loaded, system=system)
         kept = found if every_run else latest(found)
         return Alerts(kept, loaded, str(self.location), every_run)
@@ -272,11 +269,7 @@ def report_trends(
     system, scope = str(manifest.get("system") or ""), str(recorded.get("scope") or "")
     data = TrendsData(location=mask_secrets(str(recorded["location"])), system=system, scope=scope)
     try:
-        loaded = (
-            list(rules)
-            if isinstance(rules, Sequence) and not isinstance(rules, str)
-            else load_rules(rules)
-        )
+        loaded = _rules_of(rules)
         with translated():
             _fill_trends(data, str(recorded["location"]), str(recorded.get("run_id") or ""),
                          loaded, spark)  # fmt: skip
@@ -299,36 +292,22 @@ def _one_line(text: str) -> str:
 def _fill_trends(
     data: TrendsData, given: str, run_id: str, rules: Sequence[Rule], spark: SparkSession | None
 ) -> None:
-    import pandas as pd
-    from pyspark.sql import functions as F
-
     from mqforensics.history.schema import SERIES
     from mqforensics.views.trends import MetricTrend
 
     history = open_history(given, spark=spark)
     # The store's audits: its validations are series apart (`validation_trends`).
-    picked = (F.col("system") == data.system) & (F.col("scope") == data.scope)
-    store = History(history.location, history.frame.filter(picked & (F.col("kind") == "audit")))
-    store.frame.cache()
-    try:
-        table: pd.DataFrame = store.frame.select(
-            *SERIES, "unit", "kind", "as_of", "run_at", "run_id", "value"
-        ).toPandas()
-        if table.empty:
-            data.error = f"the history {data.location} holds no audit of the store {data.scope}"
-            return
-        every = store.alerts(rules, every_run=True)
-    finally:
-        store.frame.unpersist()
-    table["as_of"] = pd.to_datetime(table["as_of"], utc=True)
-    table["run_at"] = pd.to_datetime(table["run_at"], utc=True)
+    table, every = _store_runs(history, data.system, data.scope, "audit", rules)
+    if table.empty:
+        data.error = f"the history {data.location} holds no audit of the store {data.scope}"
+        return
     runs = table.drop_duplicates("run_id")
     data.rules, data.runs = len(rules), len(runs)
     data.first = runs["as_of"].min().to_pydatetime()
     data.last = runs["as_of"].max().to_pydatetime()
     own = runs.loc[runs["run_id"] == run_id, "as_of"]
     data.audit_as_of = own.iloc[0].to_pydatetime() if not own.empty else None
-    data.alerts = latest(list(every))
+    data.alerts = latest(every)
     firing = {alert.metric for alert in data.alerts}
     present = list(dict.fromkeys(table["metric"]))
     chosen = [m for m in present if m in firing and m not in REPORT_METRICS]
@@ -419,35 +398,41 @@ def validation_trends(
     store's latest validation. When the validation appended to no history, nothing is read
     (`ValidationTrends.configured` is false; its summary says so). Reads the history with
     Spark; the store's audits are not in it (their series are apart: docs/history.md)."""
-    from pyspark.sql import functions as F
-
-    from mqforensics.history.schema import SERIES
-
     loaded = _rules_of(rules)  # a bad rules file is said before the history is read
     recorded = report.history
     if not recorded:
         return ValidationTrends(report.system, loaded)
     history = open_history(str(recorded["location"]), spark=spark)
-    scope = str(recorded["scope"])
-    chosen = (
-        (F.col("system") == report.system) & (F.col("scope") == scope)
-        & (F.col("kind") == "validate")
-    )  # fmt: skip
-    frame = history.frame.filter(chosen).cache()
-    try:
-        table: pd.DataFrame = frame.select(*SERIES, "kind", "unit", "as_of", "run_at",
-                                           "run_id", "value").toPandas()  # fmt: skip
-        every = query.alerts(frame, loaded) if not table.empty else []
-    finally:
-        frame.unpersist()
+    table, every = _store_runs(history, report.system, str(recorded["scope"]), "validate", loaded)
     found = Alerts(latest(every), loaded, str(history.location))
     return ValidationTrends(report.system, loaded, dict(recorded), table, every, found)
 
 
 def _rules_of(rules: str | Path | Sequence[Rule] | None) -> list[Rule]:
+    """`rules` as given (`Rule`s), or those of a TOML file (None: the bundled ones)."""
     if isinstance(rules, Sequence) and not isinstance(rules, str):
         return list(rules)
     return load_rules(rules)
+
+
+def _store_runs(
+    history: History, system: str, scope: str, kind: str, rules: Sequence[Rule]
+) -> tuple[pd.DataFrame, list[Alert]]:
+    """Every figure of one store's runs of one `kind` (pandas, instants in UTC, as
+    `History.series` gives them) and every alert of `rules` on them, at every run."""
+    from pyspark.sql import functions as F
+
+    from mqforensics.history.schema import SERIES
+
+    chosen = (F.col("system") == system) & (F.col("scope") == scope) & (F.col("kind") == kind)
+    frame = history.frame.filter(chosen).cache()
+    try:
+        columns = (*SERIES, "kind", "unit", "as_of", "run_at", "run_id", "value")
+        table: pd.DataFrame = query.utc(frame.select(*columns).toPandas())
+        every = query.alerts(frame, rules) if not table.empty else []
+    finally:
+        frame.unpersist()
+    return table, every
 
 
 @dataclass(repr=False)
@@ -511,7 +496,7 @@ class ValidationTrends:
             unexpected = table[(table["run_id"] == run.run_id)
                                & (table["metric"] == "unexpected_rows")]  # fmt: skip
             own = run.run_id == self.recorded["run_id"]
-            row: list[Any] = [utc_text(_aware(run.as_of)),
+            row: list[Any] = [utc_text(run.as_of.to_pydatetime()),
                               "this run" if own else str(run.run_id)[:8]]  # fmt: skip
             for suite in suites:
                 values = results.loc[results["check"] == suite, "value"]
@@ -538,17 +523,17 @@ class ValidationTrends:
         if self.recorded is None:
             return NO_HISTORY
         recorded = self.recorded
-        lines = [f"Appended {recorded['figures']} figures to the history {recorded['location']} "
-                 f"(store {recorded['scope']!r}, run {recorded['run_id']})"]  # fmt: skip
+        lines = [appended_line(recorded)]
         table = self.table
         if table is not None and not table.empty:
             runs = table.drop_duplicates("run_id")
-            first, last = _aware(runs["as_of"].min()), _aware(runs["as_of"].max())
+            first, last = runs["as_of"].min().to_pydatetime(), runs["as_of"].max().to_pydatetime()
             span = (f"judged at {utc_text(last)}" if first == last
                     else f"judged from {utc_text(first)} to {utc_text(last)}")  # fmt: skip
             own = runs.loc[runs["run_id"] == recorded["run_id"], "as_of"]
-            if not own.empty and _aware(own.iloc[0]) < last:
-                span += f" (this one at {utc_text(_aware(own.iloc[0]))}, not the latest)"
+            this = own.iloc[0].to_pydatetime() if not own.empty else None
+            if this is not None and this < last:
+                span += f" (this one at {utc_text(this)}, not the latest)"
             lines.append(f"{plural(len(runs), 'validation')} of the store {span}; "
                          f"{plural(len(self.metrics()), 'trended metric')}")  # fmt: skip
         rules = plural(len(self.rules), "rule")
@@ -564,14 +549,3 @@ class ValidationTrends:
         if self.alerts:
             body += self.alerts.table().to_html(index=False, escape=True)
         return f"<div>{body}</div>"
-
-
-def _aware(value: Any) -> Any:
-    """A pandas instant (aware or naive UTC) as an aware datetime."""
-    import datetime as dt
-
-    import pandas as pd
-
-    stamp = pd.Timestamp(value)
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.to_pydatetime().astimezone(dt.UTC)

@@ -17,11 +17,13 @@ the run reveals addresses.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "AGE_BANDS", "UNITS", "Metric", "age_band", "band_counts", "epoch_seconds", "value_text",
+    "AGE_BANDS", "UNITS", "Metric", "age_band", "age_metrics", "band_counts", "epoch_seconds",
+    "value_text",
 ]  # fmt: skip
 
 # What a value counts or measures: how reports and plots label an axis.
@@ -96,16 +98,28 @@ class Metric:
         object.__setattr__(self, "value", float(self.value))
 
 
+def age_metrics(figures: Mapping[str, Any] | None, queue: str) -> list[Metric]:
+    """A queue's ``mails_by_age`` (one per band of `AGE_BANDS`, zeros included) and, when it
+    holds a dated live mail, its ``oldest_live_age``, from the `band_counts` columns and an
+    ``oldest`` (seconds) of one aggregated row (`figures`; None or missing: none counted)."""
+    counted = figures or {}
+    found = [
+        Metric("mails_by_age", counted.get(f"band_{index}") or 0, "count", queue=queue, item=band)
+        for index, (band, _, _) in enumerate(AGE_BANDS)
+    ]
+    if counted.get("oldest") is not None:
+        found.append(Metric("oldest_live_age", counted["oldest"], "seconds", queue=queue))
+    return found
+
+
 def value_text(value: float, unit: str) -> str:
     """A figure as people read it: ``1,204`` mails, ``2.1 KiB``, ``3 d 4 h``, an instant in
     UTC, ``42%``, ``passed``/``failed``."""
+    from mqforensics.findings import size_text
     from mqforensics.units import human_duration, utc_from_unix, utc_text
 
     if unit == "bytes":
-        for prefix in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(value) < 1024 or prefix == "TiB":
-                return f"{value:,.0f} B" if prefix == "B" else f"{value:,.1f} {prefix}"
-            value /= 1024
+        return size_text(value)
     if unit == "seconds":
         return human_duration(value)
     if unit == "instant":

@@ -10,6 +10,7 @@ from typing import Any
 from mqforensics import api, systems
 from mqforensics.cli.arguments import add_options, options_from
 from mqforensics.findings import FINDINGS_JSON
+from mqforensics.history.record import appended_line
 from mqforensics.runner import MANIFEST, partial_by_reason
 from mqforensics.spec import CommonOptions
 from mqforensics.units import utc_text
@@ -65,10 +66,8 @@ def run_audit(args: argparse.Namespace) -> int:
         print(f"warning: not run: {', '.join(checks)}: {why}", file=sys.stderr)
     written = [FINDINGS_JSON, "findings.parquet", *audit.outputs, MANIFEST]
     print(f"Wrote {', '.join(str(common.out / name) for name in written)}")
-    history = audit.manifest.get("history")
-    if history:
-        print(f"Appended {history['figures']} figures to the history {history['location']} "
-              f"(store {history['scope']!r}, run {history['run_id']})")  # fmt: skip
+    if audit.manifest.get("history"):
+        print(appended_line(audit.manifest["history"]))
     return audit.status
 
 
@@ -93,10 +92,6 @@ def run_validate(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(render_text(report))
     print(f"Wrote {args.out / 'quality.json'}")
-    from mqforensics.history.store import location
-
-    history = location(args.history)
-    if history is not None:
-        print(f"Appended the store's figures and each expectation's result to the history "
-              f"{history}")  # fmt: skip
+    if report.history is not None:
+        print(appended_line(report.history))
     return 0 if report.success else 1

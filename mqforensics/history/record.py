@@ -71,6 +71,14 @@ def _run(
     return Run(system, kind, scope, as_of, kept, run_at=run_at)
 
 
+def appended_line(recorded: Mapping[str, Any]) -> str:
+    """What a run says of its append (`appended`'s record), in one line."""
+    return (
+        f"Appended {recorded['figures']} figures to the history {recorded['location']} "
+        f"(store {recorded['scope']!r}, run {recorded['run_id']})"
+    )
+
+
 def appended(run: Run, where: Location, spark: Any) -> dict[str, Any]:
     """Append `run` at `where`; what the run manifest records of it."""
     append(run, where, spark=spark)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
+from mqforensics.metrics import Metric, age_metrics, band_counts, epoch_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -68,11 +68,7 @@ def measure(loaded: Loaded[JamesState]) -> list[Metric]:
             Metric("live_mails", count, "count", queue=queue),
             Metric("consumed_rows", max(rows.get(queue, 0) - count, 0), "count", queue=queue),
         ]
-        for index, (band, _, _) in enumerate(AGE_BANDS):
-            band_count = figures.get(f"band_{index}") or 0
-            found.append(Metric("mails_by_age", band_count, "count", queue=queue, item=band))
-        if figures.get("oldest") is not None:
-            found.append(Metric("oldest_live_age", figures["oldest"], "seconds", queue=queue))
+        found += age_metrics(figures, queue)
         for name, kept in starts.items():
             instant = kept.get(queue)
             if instant is not None:

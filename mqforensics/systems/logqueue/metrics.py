@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
+from mqforensics.metrics import Metric, age_metrics, band_counts, epoch_seconds
 from mqforensics.systems.logqueue import format as fmt
 
 if TYPE_CHECKING:
@@ -149,13 +149,8 @@ def measure(loaded: Loaded[LogQueueState]) -> list[Metric]:
         found += [
             Metric("rows", row["rows"] or 0, "count", queue=queue),
             Metric("live_mails", row["live_mails"] or 0, "count", queue=queue),
-            *(
-                Metric("mails_by_age", row[f"band_{i}"] or 0, "count", queue=queue, item=label)
-                for i, (label, _, _) in enumerate(AGE_BANDS)
-            ),
+            *age_metrics(row.asDict(), queue),
         ]
-        if row["oldest"] is not None:
-            found.append(Metric("oldest_live_age", row["oldest"], "seconds", queue=queue))
         found += [
             Metric("queue_bytes", row["queue_bytes"] or 0, "bytes", queue=queue),
             Metric("segments", row["segments"], "count", queue=queue),

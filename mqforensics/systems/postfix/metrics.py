@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
+from mqforensics.metrics import Metric, age_metrics, band_counts, epoch_seconds
 from mqforensics.systems.postfix.queue_dir import LOG_QUEUES, MESSAGE_QUEUES
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["measure"]
 
 # The figures of a queue counted in its row (0 when the queue holds no file).
-_COUNTED = ("rows", "live_mails", "queue_bytes", *(f"band_{i}" for i in range(len(AGE_BANDS))))
+_COUNTED = ("rows", "live_mails", "queue_bytes")
 
 
 def _hosts(loaded: Loaded[PostfixFrames], found: list[Any]) -> list[str]:
@@ -84,10 +84,6 @@ def measure(loaded: Loaded[PostfixFrames]) -> list[Metric]:
             if queue in LOG_QUEUES:
                 continue
             found.append(Metric("live_mails", figure["live_mails"], "count", queue=label))
-            for index, (band, _, _) in enumerate(AGE_BANDS):
-                count = figure[f"band_{index}"]
-                found.append(Metric("mails_by_age", count, "count", queue=label, item=band))
-            if row is not None and row["oldest"] is not None:
-                found.append(Metric("oldest_live_age", row["oldest"], "seconds", queue=label))
+            found += age_metrics(row.asDict() if row is not None else None, label)
             found.append(Metric("queue_bytes", figure["queue_bytes"], "bytes", queue=label))
     return found

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqforensics.metrics import AGE_BANDS, Metric, band_counts, epoch_seconds
+from mqforensics.metrics import Metric, age_metrics, band_counts, epoch_seconds
 from mqforensics.systems.slimta.items import MESSAGE
 
 if TYPE_CHECKING:
@@ -93,13 +93,8 @@ def measure(loaded: Loaded[SlimtaFrames]) -> list[Metric]:
         found += [
             Metric("rows", row["rows"], "count", queue=store),
             Metric("live_mails", row["live_mails"], "count", queue=store),
-            *(
-                Metric("mails_by_age", row[f"band_{i}"], "count", queue=store, item=label)
-                for i, (label, _, _) in enumerate(AGE_BANDS)
-            ),
+            *age_metrics(row.asDict(), store),
         ]
-        if row["oldest"] is not None:
-            found.append(Metric("oldest_live_age", row["oldest"], "seconds", queue=store))
         found.append(Metric("queue_bytes", row["queue_bytes"] or 0, "bytes", queue=store))
         found += [
             Metric("mails_by_attempts", row[f"attempts_{i}"], "count", queue=store, item=label)

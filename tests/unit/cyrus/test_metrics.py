@@ -13,6 +13,7 @@ import pytest
 from mqforensics import systems
 from mqforensics.api import read
 from mqforensics.systems.cyrus.sample import SAMPLE
+from tests.metric_figures import figures_of
 
 pytestmark = pytest.mark.cyrus
 
@@ -21,10 +22,6 @@ BACKEND2 = str(SAMPLE / "backend2" / "mailboxes.show")
 MARKER = b"AS\x1e"  # the 3.6 RACL marker key
 PLANTED_MISSING = b"AU\x1ebob\x1euser\x1falice"  # removed from backend2
 PLANTED_STALE = b"AU\x1ezoe\x1eshared\x1fteam"  # added to backend2
-
-
-def _figures(metrics, name: str) -> dict[tuple[str, str], float]:
-    return {(m.queue, m.item): m.value for m in metrics if m.metric == name}
 
 
 @pytest.fixture(scope="module")
@@ -60,31 +57,31 @@ def _acl_entries(keys: dict[bytes, bytes]) -> int:
 
 
 def test_rows_are_the_records_of_each_file(sample):
-    assert _figures(sample, "rows") == {(BACKEND1, ""): len(ORIGINAL), (BACKEND2, ""): len(SHOW)}
+    assert figures_of(sample, "rows") == {(BACKEND1, ""): len(ORIGINAL), (BACKEND2, ""): len(SHOW)}
     assert len(SHOW) == 25
 
 
 def test_mailboxes_are_the_mailbox_records(sample):
     count = sum(k.startswith(b"N") for k in SHOW)
-    assert _figures(sample, "mailboxes") == {(BACKEND1, ""): count, (BACKEND2, ""): count}
+    assert figures_of(sample, "mailboxes") == {(BACKEND1, ""): count, (BACKEND2, ""): count}
     assert count == 8
 
 
 def test_acl_entries(sample):
     count = _acl_entries(SHOW)
-    assert _figures(sample, "acl_entries") == {(BACKEND1, ""): count, (BACKEND2, ""): count}
+    assert figures_of(sample, "acl_entries") == {(BACKEND1, ""): count, (BACKEND2, ""): count}
     assert count == 22
 
 
 def test_racl_entries(sample):
-    assert _figures(sample, "racl_entries") == {
+    assert figures_of(sample, "racl_entries") == {
         (BACKEND1, ""): len(_racl(ORIGINAL)),
         (BACKEND2, ""): len(_racl(SHOW)),
     }
 
 
 def test_racl_drift_is_the_two_planted_faults(sample):
-    assert _figures(sample, "racl_drift") == {
+    assert figures_of(sample, "racl_drift") == {
         (BACKEND1, "missing"): 0, (BACKEND1, "stale"): 0, (BACKEND1, "forbidden"): 0,
         (BACKEND2, "missing"): 1, (BACKEND2, "stale"): 1, (BACKEND2, "forbidden"): 0,
     }  # fmt: skip

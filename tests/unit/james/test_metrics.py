@@ -14,14 +14,11 @@ from mqforensics import systems
 from mqforensics.api import audit, read
 from mqforensics.metrics import AGE_BANDS, age_band, epoch_seconds
 from mqforensics.systems.james.sample import BUNDLED
+from tests.metric_figures import figures_of
 
 pytestmark = pytest.mark.james
 
 AS_OF = epoch_seconds(pd.Timestamp("2026-11-03T12:00:00Z").to_pydatetime())
-
-
-def _figures(metrics, name: str) -> dict[tuple[str, str], float]:
-    return {(m.queue, m.item): m.value for m in metrics if m.metric == name}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +83,7 @@ def test_every_figure_is_what_the_tables_say(measured):
     from_audit, _ = measured
     expected = _expected()
     for name, figures in expected.items():
-        assert _figures(from_audit, name) == pytest.approx(figures), name
+        assert figures_of(from_audit, name) == pytest.approx(figures), name
     # The planted state, as ANOMALIES.md tells it: spool holds stuck and invisible mail more
     # than a day old; bounces holds no live mail and keeps its old browseStart.
     assert expected["live_mails"][("bounces", "")] == 0
@@ -95,8 +92,8 @@ def test_every_figure_is_what_the_tables_say(measured):
         + expected["mails_by_age"][("spool", "7d or more")]
         >= 6
     )
-    assert _figures(from_audit, "browse_start_lag")[("bounces", "")] == 9 * 86400
-    assert ("bounces", "") not in _figures(from_audit, "oldest_live_age")
+    assert figures_of(from_audit, "browse_start_lag")[("bounces", "")] == 9 * 86400
+    assert ("bounces", "") not in figures_of(from_audit, "oldest_live_age")
 
 
 def test_a_plain_read_measures_what_the_audit_does(measured):
@@ -117,4 +114,4 @@ def test_units_and_labels(measured):
     }  # fmt: skip
     # Every queue has a point in each series: a drained queue is a 0, not a gap.
     for name in ("rows", "live_mails", "consumed_rows"):
-        assert {q for q, _ in _figures(from_audit, name)} == {"spool", "outgoing", "bounces"}
+        assert {q for q, _ in figures_of(from_audit, name)} == {"spool", "outgoing", "bounces"}

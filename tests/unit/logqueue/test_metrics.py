@@ -19,6 +19,7 @@ from mqforensics.metrics import AGE_BANDS, age_band, epoch_seconds
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue.sample import SAMPLE
 from mqforensics.systems.logqueue.segment import read_segment
+from tests.metric_figures import figures_of
 
 pytestmark = pytest.mark.logqueue
 
@@ -26,10 +27,6 @@ AS_OF = json.loads((SAMPLE / "sample.json").read_text())["as_of"]
 QUEUES = json.loads((SAMPLE / "sample.json").read_text())["queues"]
 SEGMENT_NAME = re.compile(r"seg-\d{8,}\.lq")
 BANDS = [label for label, _, _ in AGE_BANDS]
-
-
-def _figures(metrics, name: str) -> dict[tuple[str, str], float]:
-    return {(m.queue, m.item): m.value for m in metrics if m.metric == name}
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +94,12 @@ def test_rows_are_the_whole_records_of_the_segments(metrics):
         (str(SAMPLE / q), ""): sum(len(read_segment(p).records) for p in _segments(SAMPLE / q))
         for q in QUEUES
     }
-    assert _figures(metrics, "rows") == expected
+    assert figures_of(metrics, "rows") == expected
     assert expected[(str(SAMPLE / "inbound"), "")] == 5
 
 
 def test_live_mails_are_the_messages_the_mta_did_not_finish(metrics):
-    assert _figures(metrics, "live_mails") == {
+    assert figures_of(metrics, "live_mails") == {
         (str(SAMPLE / "outbound"), ""): 27,
         (str(SAMPLE / "inbound"), ""): 0,
     }
@@ -113,12 +110,12 @@ def test_mails_by_age_bands_every_live_message_by_its_first_envelope(metrics):
     expected = {(str(SAMPLE / q), band): 0 for q in QUEUES for band in BANDS}
     for age in _ages(SAMPLE / "outbound"):
         expected[(str(SAMPLE / "outbound"), age_band(age))] += 1
-    assert _figures(metrics, "mails_by_age") == expected
+    assert figures_of(metrics, "mails_by_age") == expected
     assert expected[(str(SAMPLE / "outbound"), "1d to 7d")] == 27
 
 
 def test_oldest_live_age_only_where_mail_is_live(metrics):
-    oldest = _figures(metrics, "oldest_live_age")
+    oldest = figures_of(metrics, "oldest_live_age")
     assert list(oldest) == [(str(SAMPLE / "outbound"), "")]
     assert oldest[(str(SAMPLE / "outbound"), "")] == pytest.approx(max(_ages(SAMPLE / "outbound")))
 
@@ -127,7 +124,7 @@ def test_queue_bytes_are_the_spool_files_of_live_messages(metrics):
     spool = SAMPLE / "outbound" / "spool"
     names = {m["spool"] for m in _live(SAMPLE / "outbound").values()}
     expected = sum((spool / n).stat().st_size for n in names if (spool / n).is_file())
-    assert _figures(metrics, "queue_bytes") == {
+    assert figures_of(metrics, "queue_bytes") == {
         (str(SAMPLE / "outbound"), ""): expected,
         (str(SAMPLE / "inbound"), ""): 0,
     }
@@ -135,20 +132,20 @@ def test_queue_bytes_are_the_spool_files_of_live_messages(metrics):
 
 
 def test_segments_are_the_segment_files(metrics):
-    assert _figures(metrics, "segments") == {
+    assert figures_of(metrics, "segments") == {
         (str(SAMPLE / q), ""): len(_segments(SAMPLE / q)) for q in QUEUES
     }
-    assert _figures(metrics, "segments")[(str(SAMPLE / "outbound"), "")] == 24
+    assert figures_of(metrics, "segments")[(str(SAMPLE / "outbound"), "")] == 24
 
 
 def test_segment_bytes_are_their_sizes(metrics):
-    assert _figures(metrics, "segment_bytes") == {
+    assert figures_of(metrics, "segment_bytes") == {
         (str(SAMPLE / q), ""): sum(p.stat().st_size for p in _segments(SAMPLE / q)) for q in QUEUES
     }
 
 
 def test_segment_garbage_ratio(metrics):
-    ratios = _figures(metrics, "segment_garbage_ratio")
+    ratios = figures_of(metrics, "segment_garbage_ratio")
     assert ratios.keys() == {(str(SAMPLE / q), "") for q in QUEUES}
     assert ratios[(str(SAMPLE / "outbound"), "")] == pytest.approx(
         _garbage_ratio(SAMPLE / "outbound")
@@ -158,7 +155,7 @@ def test_segment_garbage_ratio(metrics):
 
 
 def test_spool_files(metrics):
-    assert _figures(metrics, "spool_files") == {
+    assert figures_of(metrics, "spool_files") == {
         (str(SAMPLE / q), ""): len(list((SAMPLE / q / "spool").glob("*")))
         if (SAMPLE / q / "spool").is_dir()
         else 0

@@ -17,15 +17,12 @@ from mqforensics.api import read
 from mqforensics.metrics import AGE_BANDS, age_band, epoch_seconds
 from mqforensics.systems.postfix.queue_dir import LOG_QUEUES, MESSAGE_QUEUES
 from mqforensics.systems.postfix.sample import BUNDLED
+from tests.metric_figures import figures_of
 
 pytestmark = pytest.mark.postfix
 
 BANDS = [label for label, _, _ in AGE_BANDS]
 DAY = 86_400
-
-
-def _figures(metrics, name: str) -> dict[tuple[str, str], float]:
-    return {(m.queue, m.item): m.value for m in metrics if m.metric == name}
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +63,13 @@ def _ages(as_of: str) -> dict[str, list[float]]:
 def test_rows_are_the_files_of_every_queue(sample):
     queue_dir, _, metrics = sample
     expected = {(q, ""): len(_files(queue_dir, q)) for q in (*MESSAGE_QUEUES, *LOG_QUEUES)}
-    assert _figures(metrics, "rows") == expected
+    assert figures_of(metrics, "rows") == expected
     assert expected[("deferred", "")] == 6 and expected[("defer", "")] == 8
 
 
 def test_live_mails_are_the_queue_files_of_each_message_queue(sample):
     queue_dir, _, metrics = sample
-    assert _figures(metrics, "live_mails") == {
+    assert figures_of(metrics, "live_mails") == {
         (q, ""): len(_files(queue_dir, q)) for q in MESSAGE_QUEUES
     }
     assert {q: len(a) for q, a in _arrivals().items() if a} == {
@@ -86,13 +83,13 @@ def test_mails_by_age_counts_from_the_arrival_time(sample):
     for queue, ages in _ages(as_of).items():
         for age in ages:
             expected[(queue, age_band(age))] += 1
-    assert _figures(metrics, "mails_by_age") == expected
+    assert figures_of(metrics, "mails_by_age") == expected
     assert expected[("deferred", "7d or more")] == 1 and expected[("incoming", "1d to 7d")] == 1
 
 
 def test_oldest_live_age_only_for_queues_holding_mail(sample):
     _, as_of, metrics = sample
-    oldest = _figures(metrics, "oldest_live_age")
+    oldest = figures_of(metrics, "oldest_live_age")
     expected = {(q, ""): max(ages) for q, ages in _ages(as_of).items() if ages}
     assert oldest.keys() == expected.keys()
     for key, age in expected.items():  # postqueue -j gives whole seconds
@@ -101,10 +98,10 @@ def test_oldest_live_age_only_for_queues_holding_mail(sample):
 
 def test_queue_bytes_are_the_sizes_of_the_queue_files(sample):
     queue_dir, _, metrics = sample
-    assert _figures(metrics, "queue_bytes") == {
+    assert figures_of(metrics, "queue_bytes") == {
         (q, ""): sum(p.stat().st_size for p in _files(queue_dir, q)) for q in MESSAGE_QUEUES
     }
-    assert _figures(metrics, "queue_bytes")[("deferred", "")] == 4719
+    assert figures_of(metrics, "queue_bytes")[("deferred", "")] == 4719
 
 
 def test_no_other_figure(sample):

@@ -16,6 +16,7 @@ from mqforensics import systems
 from mqforensics.api import read
 from mqforensics.metrics import AGE_BANDS, age_band, epoch_seconds
 from mqforensics.systems.slimta.sample import BUNDLED
+from tests.metric_figures import figures_of
 
 pytestmark = pytest.mark.slimta
 
@@ -32,10 +33,6 @@ ATTEMPTS = {
     "fresh": 0, "old": 0, "bounce": 0, "retried": 2, "partial": 1, "torn_env": None,
     "torn_meta": 0, "corrupt_meta": None, "broken_env": 0, "hostile_env": 0, "hostile_meta": None,
 }  # fmt: skip
-
-
-def _figures(metrics, name: str) -> dict[tuple[str, str], float]:
-    return {(m.queue, m.item): m.value for m in metrics if m.metric == name}
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +68,14 @@ def _ages(as_of: str) -> dict[str, float]:
 def test_rows_are_every_item_of_the_store(sample):
     store, _, metrics = sample
     tmp = [p for p in (store / "tmp").iterdir() if p.is_file()]
-    assert _figures(metrics, "rows") == {(str(store / "env"), ""): len(_messages(store)) + len(tmp)}
+    expected = {(str(store / "env"), ""): len(_messages(store)) + len(tmp)}
+    assert figures_of(metrics, "rows") == expected
     assert len(tmp) == 2
 
 
 def test_live_mails_are_the_messages(sample):
     store, _, metrics = sample
-    assert _figures(metrics, "live_mails") == {(str(store / "env"), ""): len(_messages(store))}
+    assert figures_of(metrics, "live_mails") == {(str(store / "env"), ""): len(_messages(store))}
     assert {TRUTH["roles"][r] for r in ATTEMPTS} == _messages(store)
 
 
@@ -86,20 +84,20 @@ def test_mails_by_age(sample):
     expected = {(str(store / "env"), band): 0 for band in BANDS}
     for age in _ages(as_of).values():
         expected[(str(store / "env"), age_band(age))] += 1
-    assert _figures(metrics, "mails_by_age") == expected
+    assert figures_of(metrics, "mails_by_age") == expected
     assert [expected[(str(store / "env"), band)] for band in BANDS] == [7, 3, 0, 1]
 
 
 def test_oldest_live_age_is_the_old_message(sample):
     store, as_of, metrics = sample
-    oldest = _figures(metrics, "oldest_live_age")
+    oldest = figures_of(metrics, "oldest_live_age")
     assert oldest == {(str(store / "env"), ""): pytest.approx(_ages(as_of)["old"], abs=1e-3)}
 
 
 def test_queue_bytes_are_the_files_of_the_messages(sample):
     store, _, metrics = sample
     files = [*(store / "env").glob("*.env"), *(store / "meta").glob("*.meta")]
-    assert _figures(metrics, "queue_bytes") == {
+    assert figures_of(metrics, "queue_bytes") == {
         (str(store / "env"), ""): sum(p.stat().st_size for p in files)
     }
 
@@ -115,7 +113,7 @@ def test_mails_by_attempts(sample):
             else "5 or more"
         )  # fmt: skip
         buckets[label] += 1
-    assert _figures(metrics, "mails_by_attempts") == {
+    assert figures_of(metrics, "mails_by_attempts") == {
         (str(store / "env"), label): n for label, n in buckets.items()
     }
 
