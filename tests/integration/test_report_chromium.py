@@ -339,11 +339,15 @@ def test_an_exported_notebook_renders_its_explorers(chromium, tmp_path: Path) ->
     page = tmp_path / "01_james_queue.html"
     assert main(["report", "notebook", str(executed), "--out", str(page)]) == 0
     report = inspect_page(page, height=4000)
-    # The findings explorer and the slice x bucket heatmap, as the static pictures of their views.
-    _check_page(report, tmp_path / "notebook.png", plots=2)
+    # The findings explorer and the slice x bucket heatmap, as the static pictures of their views,
+    # then section 5's trends of the sample's bundled run history.
+    _check_page(report, tmp_path / "notebook.png", plots=5)
     assert [alt for alt, *_ in report.images] == [
         "James findings",
         "Slices x buckets: live vs consumed rows",
+        "browse_start_lag",
+        "live_mails",
+        "reclaimable_bytes",
     ]
     _check_text(page)
 
