@@ -315,16 +315,33 @@ def _header_bytes(
 ) -> bytes:
     """Header blob: each header line ends with CRLF and one more CRLF follows the last
     (InternetHeadersInputStream), US-ASCII."""
+    message_id = r.randrange(10**9)
+    return header_text(
+        name, sender, recipients, host, t_ms, message_id, r.randrange(len(_SUBJECTS))
+    )
+
+
+def header_text(
+    name: str,
+    sender: str | None,
+    recipients: list[str],
+    host: tuple[str, str],
+    t_ms: int,
+    message_id: int,
+    subject: int,
+) -> bytes:
+    """The header blob of `_header_bytes` from its two random draws (`subject` indexes
+    `_SUBJECTS`)."""
     date = _ms_to_dt(t_ms).strftime("%a, %d %b %Y %H:%M:%S +0000")
     lines = [
         f"Return-Path: <{sender or ''}>",
         f"Received: from {host[0]} ([{host[1]}]) by mx.example.org (JAMES SMTP Server) "
         f"with ESMTP ID {name[-8:].lower()}; {date}",
-        f"Message-ID: <{name}.{r.randrange(10**9)}@{host[0]}>",
+        f"Message-ID: <{name}.{message_id}@{host[0]}>",
         f"Date: {date}",
         f"From: {sender or 'MAILER-DAEMON@example.org'}",
         f"To: {', '.join(recipients)}",
-        f"Subject: {_SUBJECTS[r.randrange(len(_SUBJECTS))]}",
+        f"Subject: {_SUBJECTS[subject]}",
         "MIME-Version: 1.0",
         "Content-Type: text/plain; charset=UTF-8",
         "Content-Transfer-Encoding: 7bit",
@@ -844,12 +861,28 @@ class _Chunk:
     blobs: dict[str, tuple[bytes, int]]  # key -> (content, last_modified ms)
 
 
-def _normal_chunk(
-    plan: _Plan, q: _Queue, chunk: int, start: int, n: int, with_blobs: bool
-) -> _Chunk:
+@dataclass
+class _Drawn:
+    """The numpy-drawn columns of a chunk of normal rows (shared by the row-by-row reference
+    and the vectorised writer, `datasets.james.columnar`)."""
+
+    live: np.ndarray  # bool
+    t_ms: np.ndarray  # int64 enqueue instants
+    names: np.ndarray  # (n, 38) uint8: "Mail<13-digit ms>-<20 alphanumerics>"
+    trs: np.ndarray  # int64 timeRangeStart seconds
+    buckets: np.ndarray  # int64
+    ids: np.ndarray  # (n, 16) uint8: the enqueue ids' uuid4 bytes
+
+
+def _digits(values: np.ndarray, width: int) -> np.ndarray:
+    """ASCII decimal digits of non-negative `values`, `width` of them, as an (n, width) array."""
+    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    return ((values[:, None] // powers) % 10 + ord("0")).astype(np.uint8)
+
+
+def _draw_chunk(plan: _Plan, q: _Queue, chunk: int, start: int, n: int) -> _Drawn:
     spec, cfg, T = plan.spec, plan.config, plan.T
     rng = np.random.default_rng(np.random.SeedSequence([spec.seed, q.index, chunk]))
-    r = random.Random(f"james-{spec.seed}-{q.index}-{chunk}")
     if q.profile == "empty":
         live = np.zeros(n, dtype=bool)
     else:
@@ -865,13 +898,14 @@ def _normal_chunk(
     if start == 0 and q.profile != "empty":
         t_ms[0] = q.live_start_s * 1000  # the oldest live mail: browseStart is its slice
     name_ms = t_ms - rng.integers(5, 2000, n)
-    suffix = _ALNUM[rng.integers(0, len(_ALNUM), (n, 20))]
-    suffixes = suffix.tobytes().decode("ascii")
-    names = [f"Mail{m}-{suffixes[20 * i : 20 * i + 20]}" for i, m in enumerate(name_ms.tolist())]
-    joined = "".join(names).encode("ascii")
-    if len(joined) != 38 * n:
+    if n and (name_ms.min() < 10**12 or name_ms.max() >= 10**13):
         raise ValueError("mail names must have 13-digit millisecond stamps")
-    hashes = _hash_names(np.frombuffer(joined, dtype=np.uint8).reshape(n, 38))
+    names = np.empty((n, 38), dtype=np.uint8)
+    names[:, :4] = np.frombuffer(b"Mail", dtype=np.uint8)
+    names[:, 4:17] = _digits(name_ms, 13)
+    names[:, 17] = ord("-")
+    names[:, 18:] = _ALNUM[rng.integers(0, len(_ALNUM), (n, 20))]
+    hashes = _hash_names(names)
     t_s = t_ms // 1000
     starts = np.array(cfg.starts, dtype=np.int64)
     era = np.searchsorted(starts, t_s, side="right") - 1
@@ -880,13 +914,22 @@ def _normal_chunk(
     counts = np.array([e.bucket_count for e in cfg.history], dtype=np.int64)[era]
     trs = (t_s // windows) * windows
     buckets = _buckets(hashes, counts)
-    raw = bytearray(rng.bytes(16 * n))
-    ids: list[str] = []
-    for i in range(n):
-        b = raw[16 * i : 16 * i + 16]
-        b[6] = (b[6] & 0x0F) | 0x40
-        b[8] = (b[8] & 0x3F) | 0x80
-        ids.append(str(uuid.UUID(bytes=bytes(b))))
+    ids = np.frombuffer(rng.bytes(16 * n), dtype=np.uint8).reshape(n, 16).copy()
+    ids[:, 6] = (ids[:, 6] & 0x0F) | 0x40
+    ids[:, 8] = (ids[:, 8] & 0x3F) | 0x80
+    return _Drawn(live, t_ms, names, trs, buckets, ids)
+
+
+def _normal_chunk(
+    plan: _Plan, q: _Queue, chunk: int, start: int, n: int, with_blobs: bool
+) -> _Chunk:
+    spec = plan.spec
+    drawn = _draw_chunk(plan, q, chunk, start, n)
+    r = random.Random(f"james-{spec.seed}-{q.index}-{chunk}")
+    joined = drawn.names.tobytes().decode("ascii")
+    names = [joined[38 * i : 38 * i + 38] for i in range(n)]
+    ids = [str(uuid.UUID(bytes=drawn.ids[i].tobytes())) for i in range(n)]
+    t_ms, trs, live, buckets = drawn.t_ms, drawn.trs, drawn.live, drawn.buckets
     cols: dict[str, list[Any]] = {c: [] for c in ENTRY_COLUMNS}
     deleted: list[dict[str, Any]] = []
     blobs: dict[str, tuple[bytes, int]] = {}
