@@ -94,15 +94,17 @@ def _fixed_strings(codes: np.ndarray) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
 
 
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+# Byte b -> its two lower-case hex digits, as one little-endian uint16.
+_HEX_PAIRS = np.array(
+    [ord("0123456789abcdef"[b >> 4]) | ord("0123456789abcdef"[b & 15]) << 8 for b in range(256)],
+    dtype=np.uint16,
+)
 _UUID_DIGITS = [i for i in range(36) if i not in (8, 13, 18, 23)]
 
 
 def _uuid_codes(raw: np.ndarray) -> np.ndarray:
     """str(uuid.UUID(bytes=...)) of each row of an (n, 16) uint8 array, as (n, 36) codes."""
-    digits = np.empty((raw.shape[0], 32), dtype=np.uint8)
-    digits[:, 0::2] = _HEX[raw >> 4]
-    digits[:, 1::2] = _HEX[raw & 0x0F]
+    digits = _HEX_PAIRS[raw].view(np.uint8)
     out = np.full((raw.shape[0], 36), ord("-"), dtype=np.uint8)
     out[:, _UUID_DIGITS] = digits
     return out
