@@ -18,7 +18,7 @@ import bisect
 import gc
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,15 +78,15 @@ class TwoskipFile:
 
     source: str
     header: Header | None
-    records: list[Record]
+    records: Sequence[Record]
     problems: list[Problem]
-    history: list[Record] = field(default_factory=list)
+    history: Sequence[Record] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
         return not self.problems
 
-    def items(self) -> list[tuple[bytes, bytes]]:
+    def items(self) -> Sequence[tuple[bytes, bytes]]:
         with _no_cycle_collection():
             return [(r.key, r.value) for r in self.records]
 

@@ -1,0 +1,384 @@
+"""The twoskip reader at the speed of the format: a C kernel (`twoskip_kernel.c`) scans the
+records into flat numpy arrays and walks level 0 in key order; keys, values and `Record`s are
+cut from the file only when a caller iterates them, a batch at a time.
+
+`read` gives what `twoskip.read` (the reference) gives: the same header, problems, live records,
+history and `complete`. The kernel takes a record only when the reference would take it without a
+problem; at anything else (a CRC mismatch, a truncated or unknown record, a bad pointer, keys out
+of order, a file shorter than its header says) the whole file goes to the reference, which says
+what is wrong and where. Without the kernel (no compiler, ``MQF_NATIVE=off``) it is the
+reference too.
+
+A path is mapped read-only (`mmap`) rather than read: the scan, the key-order check and every
+iteration release the pages they are done with (``MADV_DONTNEED``), so the resident part of the
+file stays within `WINDOW` bytes and what grows with the file is 34 bytes of arrays per record.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import mmap
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast, overload
+
+import numpy as np
+
+from mqforensics import native
+from mqforensics.systems.cyrus import twoskip
+from mqforensics.systems.cyrus.problems import Problem
+from mqforensics.systems.cyrus.twoskip import HEADER_SIZE, MAGIC, Record, TwoskipFile
+
+_I64, _PTR = ctypes.c_int64, ctypes.c_void_p
+KERNEL = native.Kernel(
+    "cyrus_twoskip",
+    (Path(__file__).resolve().parent / "twoskip_kernel.c",),
+    {
+        "mqf_twoskip_scan": (_I64, [_PTR, _I64, _I64, _I64, _I64, *[_PTR] * 9]),
+        "mqf_twoskip_walk": (_I64, [_PTR, _PTR, _PTR, _PTR, _I64, ctypes.c_uint64, _PTR, _PTR]),
+        "mqf_twoskip_ordered": (_I64, [_PTR, *[_PTR] * 5, _I64, _I64, _I64, _PTR]),
+        "mqf_twoskip_spans": (_I64, [*[_PTR] * 6, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
+    },
+)
+
+# The kernel's type codes (low bits of `type`) and its flags for 64-bit length fields.
+TYPE_NAMES = ("", "DUMMY", "RECORD", "DELETE", "COMMIT")
+DUMMY, RECORD, DELETE, COMMIT = 1, 2, 3, 4
+EXT_KEY, EXT_VALUE = 0x40, 0x80
+_OK, _ANOMALY, _FULL = 0, 1, 2
+MIN_RECORD = 24  # a level-0 record with an empty key and value: head, one pointer, two CRCs
+
+WINDOW = 32 << 20  # bytes of a mapped file touched between two releases of its pages
+BATCH = 1 << 14  # records cut from the file per batch of an iteration
+
+
+def _addr(array: np.ndarray) -> int:
+    return int(array.ctypes.data)
+
+
+class _Buffer:
+    """The file's bytes (a read-only mapping of a path, or bytes given) and their address."""
+
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        self.data = data
+        self.array = np.frombuffer(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
+        self.address = _addr(self.array)
+
+    def release(self) -> None:
+        """Drop the mapping's resident pages (they are read again from the page cache when
+        touched): a whole-file mapping would otherwise count the file in the peak memory."""
+        if isinstance(self.data, mmap.mmap) and len(self.data):
+            self.data.madvise(mmap.MADV_DONTNEED)
+
+
+class _Scan:
+    """The records in file order as columns: offset, type code (with EXT flags), level, key and
+    value lengths."""
+
+    def __init__(
+        self, off: np.ndarray, type_: np.ndarray, level: np.ndarray, klen: np.ndarray,
+        vlen: np.ndarray,
+    ) -> None:  # fmt: skip
+        self.off, self.type, self.level, self.klen, self.vlen = off, type_, level, klen, vlen
+
+    def __len__(self) -> int:
+        return len(self.off)
+
+
+def _scan(lib: Any, buffer: _Buffer, end: int) -> tuple[_Scan, np.ndarray, np.ndarray] | None:
+    """Every record from offset 64 to `end` with both level-0 pointer slots, a window at a
+    time; None when the reference would report a problem."""
+    chunks: list[tuple[np.ndarray, ...]] = []
+    at = twoskip.DUMMY_OFFSET
+    next_at, status = ctypes.c_int64(), ctypes.c_int32()
+    while at < end:
+        limit = min(end, at + WINDOW)
+        cap = (limit - at) // MIN_RECORD + 1
+        cols: tuple[np.ndarray, ...] = (
+            np.empty(cap, np.int64), np.empty(cap, np.uint8), np.empty(cap, np.uint8),
+            np.empty(cap, np.uint32), np.empty(cap, np.uint32), np.empty(cap, np.uint64),
+            np.empty(cap, np.uint64),
+        )  # fmt: skip
+        n = lib.mqf_twoskip_scan(
+            buffer.address, end, at, limit, cap, *(_addr(c) for c in cols),
+            ctypes.byref(next_at), ctypes.byref(status),
+        )  # fmt: skip
+        buffer.release()
+        if status.value == _ANOMALY:
+            return None
+        chunks.append(tuple(c[:n] for c in cols))
+        at = next_at.value
+    if not chunks:
+        return None
+    merged = chunks[0]
+    if len(chunks) > 1:
+        merged = tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
+    return _Scan(*merged[:5]), merged[5], merged[6]
+
+
+def _walk(lib: Any, buffer: _Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.ndarray, end: int
+          ) -> np.ndarray | None:  # fmt: skip
+    """The live records' indices in key order; None when the walk or the key order is not
+    what a clean file gives (the reference then says what)."""
+    n = len(scan)
+    seen = np.zeros(n, np.uint8)
+    order = np.empty(n, np.int64)
+    count = lib.mqf_twoskip_walk(
+        _addr(scan.off), _addr(scan.type), _addr(ptr0), _addr(ptr1), n, end, _addr(seen),
+        _addr(order),
+    )  # fmt: skip
+    if count < 0:
+        return None
+    order = order[:count]
+    at, stopped = 1, ctypes.c_int64()
+    while at < count:
+        bad = lib.mqf_twoskip_ordered(
+            buffer.address, _addr(scan.off), _addr(scan.type), _addr(scan.level),
+            _addr(scan.klen), _addr(order), at, count, WINDOW, ctypes.byref(stopped),
+        )  # fmt: skip
+        buffer.release()
+        if bad >= 0:
+            return None
+        at = stopped.value
+    return order
+
+
+class _Rows:
+    """What the views share: the kernel, the buffer, the scan and which records in which order
+    (`index`; None: every record in file order)."""
+
+    def __init__(self, lib: Any, buffer: _Buffer, scan: _Scan, index: np.ndarray | None) -> None:
+        self.lib, self.buffer, self.scan, self.index = lib, buffer, scan, index
+
+    def __len__(self) -> int:
+        return len(self.scan) if self.index is None else len(self.index)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        if self.index is None:
+            return np.arange(start, stop, dtype=np.int64)
+        return self.index[start:stop]
+
+    def spans(
+        self, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
+        """Batches of rows from `start`: the first row's position, and per row where its key
+        starts, where its value starts and where the value ends. A batch spans at most `WINDOW`
+        bytes of the file, whose pages are released when the next batch is asked for."""
+        stop = len(self) if stop is None else stop
+        scan, lib = self.scan, self.lib
+        key, mid, end = (np.empty(BATCH, np.int64) for _ in range(3))
+        index = None if self.index is None else _addr(self.index)
+        at = start
+        while at < stop:
+            n = lib.mqf_twoskip_spans(
+                _addr(scan.off), _addr(scan.type), _addr(scan.level), _addr(scan.klen),
+                _addr(scan.vlen), index, at, stop, WINDOW, BATCH, _addr(key), _addr(mid),
+                _addr(end),
+            )  # fmt: skip
+            yield at, key[:n].tolist(), mid[:n].tolist(), end[:n].tolist()
+            at += n
+            self.buffer.release()
+
+
+class _View:
+    """A read-only sequence over rows, equal to any sequence of the same items."""
+
+    def __init__(self, rows: _Rows) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        mine = cast(Sequence[Any], self)
+        return len(self) == len(other) and all(a == b for a, b in zip(mine, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self)}>"
+
+
+class ItemsView(_View, Sequence[tuple[bytes, bytes]]):
+    """(key, value) of the live records in key order, cut from the file when iterated."""
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[bytes, bytes]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[bytes, bytes]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[bytes, bytes] | list[tuple[bytes, bytes]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        _, key, mid, end = next(self._rows.spans(i, i + 1))
+        data = self._rows.buffer.data
+        return data[key[0] : mid[0]], data[mid[0] : end[0]]
+
+    def batches(self) -> Iterator[list[tuple[bytes, bytes]]]:
+        """The pairs a batch at a time: the pages of one batch are released before the next."""
+        data = self._rows.buffer.data
+        for _, keys, mids, ends in self._rows.spans():
+            yield [(data[k:m], data[m:e]) for k, m, e in zip(keys, mids, ends, strict=True)]
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        return itertools.chain.from_iterable(self.batches())
+
+
+class RecordsView(_View, Sequence[Record]):
+    """`Record`s built from the file when read; `committed_below` is the first row that is not
+    committed (history: the records after the last COMMIT)."""
+
+    def __init__(self, rows: _Rows, committed_below: int) -> None:
+        super().__init__(rows)
+        self._committed_below = committed_below
+
+    def _build(self, start: int, keys: list[int], mids: list[int], ends: list[int]) -> list[Record]:
+        scan, data = self._rows.scan, self._rows.buffer.data
+        rows = self._rows.rows(start, start + len(keys))
+        offs = scan.off[rows].tolist()
+        types = scan.type[rows].tolist()
+        levels = scan.level[rows].tolist()
+        out = []
+        for i, (off, code, level, k, m, e) in enumerate(
+            zip(offs, types, levels, keys, mids, ends, strict=True)
+        ):
+            first = k - 8 - 8 * (level + 1)
+            pointers = struct.unpack_from(f">{level + 1}Q", data, first)
+            length = k + ((e - k + 7) & ~7) - off
+            committed = start + i < self._committed_below
+            out.append(
+                Record(off, TYPE_NAMES[code & 15], level, data[k:m], data[m:e], pointers, length,
+                       committed)
+            )  # fmt: skip
+        return out
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Record]: ...
+    def __getitem__(self, i: int | slice) -> Record | list[Record]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._build(*next(self._rows.spans(i, i + 1)))[0]
+
+    def batches(self) -> Iterator[list[Record]]:
+        """The records a batch at a time (see `ItemsView.batches`)."""
+        for batch in self._rows.spans():
+            yield self._build(*batch)
+
+    def __iter__(self) -> Iterator[Record]:
+        return itertools.chain.from_iterable(self.batches())
+
+
+class FastTwoskipFile(TwoskipFile):
+    """A `TwoskipFile` whose records and history are views over the scanned columns."""
+
+    def items(self) -> Sequence[tuple[bytes, bytes]]:
+        records = self.records
+        if isinstance(records, RecordsView):
+            return ItemsView(records._rows)
+        return super().items()
+
+
+def _open(source: bytes | str | Path | mmap.mmap, name: str | None) -> tuple[_Buffer, str]:
+    if isinstance(source, mmap.mmap):
+        return _Buffer(source), name or "<mmap>"
+    if isinstance(source, bytes | bytearray | memoryview):
+        return _Buffer(bytes(source)), name or "<bytes>"
+    path = Path(source)
+    with path.open("rb") as handle:
+        size = path.stat().st_size
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    return _Buffer(data), name or str(path)
+
+
+def read(
+    source: bytes | str | Path | mmap.mmap, *, history: bool = False, name: str | None = None
+) -> TwoskipFile:
+    """`twoskip.read` through the kernel when it loads, else the reference itself."""
+    lib = native.load(KERNEL)
+    if lib is None:
+        return twoskip.read(_reference_input(source), history=history, name=name)
+    buffer, label = _open(source, name)
+    parsed = _read(lib, buffer, label, history)
+    if parsed is None:
+        data = buffer.data if isinstance(buffer.data, bytes) else buffer.data[:]
+        return twoskip.read(data, history=history, name=label)
+    return parsed
+
+
+def _reference_input(source: bytes | str | Path | mmap.mmap) -> bytes | str | Path:
+    return source[:] if isinstance(source, mmap.mmap) else source
+
+
+def _read(lib: Any, buffer: _Buffer, label: str, history: bool) -> TwoskipFile | None:
+    """The reference's `_read` over the kernel's columns; None where it would report more than
+    the header's problems, a missing COMMIT or a count mismatch (the reference then reads)."""
+    data = buffer.data
+    if len(data) < HEADER_SIZE or data[:20] != MAGIC:
+        return None
+    problems: list[Problem] = []
+    header = twoskip._header(data, label, problems)  # type: ignore[arg-type]
+    if header is None or not HEADER_SIZE <= header.current_size <= len(data):
+        return None
+    end = header.current_size
+    scanned = _scan(lib, buffer, end)
+    if scanned is None:
+        return None
+    scan, ptr0, ptr1 = scanned
+    order = _walk(lib, buffer, scan, ptr0, ptr1, end)
+    del ptr0, ptr1
+    if order is None:
+        return None
+    n = len(scan)
+    if scan.type[n - 1] & 15 != COMMIT:
+        problems.append(
+            Problem("uncommitted", int(scan.off[n - 1]), "records after the last COMMIT")
+        )
+    quiet = {"dirty_header", "past_committed_size"}
+    if len(order) != header.num_records and all(p.kind in quiet for p in problems):
+        problems.append(
+            Problem(
+                "count_mismatch", 32, f"{len(order)} live records, header says {header.num_records}"
+            )
+        )
+    live = RecordsView(_Rows(lib, buffer, scan, order), len(order))
+    past: Sequence[Record] = []
+    if history:
+        past = _history(lib, buffer, scan, order, live, data, end, problems)
+    return FastTwoskipFile(label, header, live, problems, past)
+
+
+def _history(
+    lib: Any, buffer: _Buffer, scan: _Scan, order: np.ndarray, live: RecordsView,
+    data: Any, end: int, problems: list[Problem],
+) -> Sequence[Record]:  # fmt: skip
+    """The records in file order with their commit state. When every committed RECORD is live
+    and nothing committed is a DELETE (a repacked file), the reference's replay is the file
+    order itself and reaches the live records; otherwise the reference replays `Record`s."""
+    codes = scan.type & 15
+    commits = np.flatnonzero(codes == COMMIT)
+    committed_below = int(commits[-1]) + 1 if len(commits) else 0
+    done = codes[:committed_below]
+    rows = _Rows(lib, buffer, scan, None)
+    single_dummy = int((codes == DUMMY).sum()) == 1
+    all_live = int((done == RECORD).sum()) == len(order) and (
+        len(order) == 0 or int(order.max()) < committed_below
+    )
+    if committed_below and single_dummy and all_live and not (done == DELETE).any():
+        return RecordsView(rows, committed_below)
+    past, state = twoskip._history(data, list(RecordsView(rows, len(scan))), end)
+    if not problems and state != {r.key: r.value for r in live}:
+        problems.append(Problem("history_unresolved", 0, "commit replay differs from live records"))
+    return past
