@@ -27,12 +27,14 @@ Columns (a `None` where a value does not apply or could not be read):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
 
 from mqforensics.filenames import shown
+from mqforensics.systems.postfix import fast
 from mqforensics.systems.postfix import queue_dir as layout
 from mqforensics.systems.postfix.envelope import read_envelope
 from mqforensics.systems.postfix.logs import read_log
@@ -76,8 +78,13 @@ def _header(headers: Iterable[str], name: str) -> str | None:
     return None
 
 
-def _message_columns(data: bytes) -> tuple:
-    read = read_records(data)
+def message_columns(data: bytes, *, reference: bool = False) -> tuple:
+    """The queue-file columns of a file's bytes: by the kernel walk (`fast`) when the file reads
+    cleanly and the kernel is there, else (or with `reference`) by `records.read_records`; the
+    same columns either way."""
+    read = None if reference else fast.envelope_records(data)
+    if read is None:
+        read = read_records(data)
     envelope = read_envelope(read)
     damage = read.damage
     count = envelope.recipient_count
@@ -114,12 +121,17 @@ def _log_columns(data: bytes) -> tuple:
 _NOTHING_READ = (None,) * (len(FILE_COLUMNS) - 15)
 
 
+@functools.lru_cache(maxsize=64)
+def _shown_dir(queue_dir: QueueDir) -> tuple[str, str]:
+    """The host and path columns, the same for every file of a queue directory."""
+    return shown(queue_dir.host), shown(queue_dir.path)
+
+
 def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:
     """The `FILES` row of one listed file; None when it vanished since the listing."""
     path = os.path.join(queue_dir.path, listed.relative)
-    where = (shown(queue_dir.host), shown(queue_dir.path), listed.queue,
-             shown(path), shown(listed.name), layout.id_kind(listed.name),
-             listed.kind)  # fmt: skip
+    where = (*_shown_dir(queue_dir), listed.queue, shown(path), shown(listed.name),
+             layout.id_kind(listed.name), listed.kind)  # fmt: skip
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -145,7 +157,7 @@ def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:
         return (*where, info.st_size, mode, *facts, None, f"cannot read: {exc.strerror or exc}",
                 *_NOTHING_READ)  # fmt: skip
     digest = hashlib.sha256(data).hexdigest()
-    columns = _message_columns(data) if listed.kind == layout.MESSAGE else _log_columns(data)
+    columns = message_columns(data) if listed.kind == layout.MESSAGE else _log_columns(data)
     return (*where, len(data), mode, *facts, digest, None, *columns)
 
 
