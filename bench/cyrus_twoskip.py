@@ -10,10 +10,13 @@ folders. Files are cached in ``~/.cache/mqforensics/bench/`` by size and `DATA_V
 
 Subjects, each in a fresh process (`measure.run_subject`), on the same copy of that file:
 
-- ``ours``: `twoskip.read` (header and every record's head and tail CRC checked, level-0 walk in
-  key order) and then a pass over every live key and value, counting records and key+value
-  bytes. This is the fair counterpart of ``show``, which walks the same list and prints every
-  pair: both parse the whole file into every key/value.
+- ``ours``: `twoskip_fast.read`, the reader the audit uses (the C kernel checks the header and
+  every record's head and tail CRC into numpy columns and walks level 0 in key order, over a
+  read-only mapping of the file), and then a pass over every live key and value, counting
+  records and key+value bytes. This is the fair counterpart of ``show``, which walks the same
+  list and prints every pair: both parse the whole file into every key/value.
+- ``ours-reference``: the same with `twoskip.read`, the pure-Python reference reader (the file
+  read whole, one `Record` per record), so the kernel's gain shows in the same run.
 - ``ours-load`` (optional): `mqforensics.systems.cyrus.database.read_database`, the audit's
   "parse to a usable form" path: the same read with ``history=True`` (every physical record
   kept, deletes resolved) into a `database.Database`, with the SHA-256 the run manifest
@@ -49,7 +52,7 @@ from typing import Any
 
 from bench import measure
 from mqforensics.services.cache import cache_dir
-from mqforensics.systems.cyrus import records, twoskip
+from mqforensics.systems.cyrus import records, twoskip, twoskip_fast
 from mqforensics.systems.cyrus.database import read_database
 
 BENCHMARK = "cyrus_twoskip"
@@ -374,15 +377,21 @@ def ensure_db(size: int, workdir: Path) -> tuple[Path, dict[str, Any], bool]:
 # --- the subjects (children) -----------------------------------------------------------------
 
 
-def measure_ours(db: Path) -> dict[str, Any]:
-    """`twoskip.read` of the file and a pass over every live key and value."""
-    parsed = twoskip.read(db)
+def measure_ours(db: Path, *, reference: bool = False) -> dict[str, Any]:
+    """`twoskip_fast.read` (or the reference `twoskip.read`) of the file and a pass over every
+    live key and value."""
+    parsed = twoskip.read(db) if reference else twoskip_fast.read(db)
     count = 0
     size = 0
     for key, value in parsed.items():
         count += 1
         size += len(key) + len(value)
-    return {"records": count, "key_value_bytes": size, "problems": len(parsed.problems)}
+    return {
+        "records": count,
+        "key_value_bytes": size,
+        "problems": len(parsed.problems),
+        "kernel": isinstance(parsed, twoskip_fast.FastTwoskipFile),
+    }
 
 
 def measure_load(db: Path) -> dict[str, Any]:
@@ -423,7 +432,8 @@ def _child(subject: str, db: Path, scratch: Path) -> list[str]:
 
 
 SUBJECTS = {
-    "ours": ("mqforensics twoskip.read + every key/value", "ours"),
+    "ours": ("mqforensics twoskip.read (C kernel, mmap) + every key/value", "ours"),
+    "ours-reference": ("mqforensics reference reader (pure Python) + every key/value", "ours"),
     "ours-load": ("mqforensics cyrus read_database (history, Database)", "ours"),
     "baseline": ("cyr_dbtool twoskip show (stdout counted)", "baseline"),
     "baseline-txn": ("cyr_dbtool -T twoskip show (one transaction)", "baseline"),
@@ -441,7 +451,8 @@ def run(size: int, workdir: Path, *, with_load: bool = True) -> list[measure.Mea
         shutil.copyfile(db_path, copy)
         _give_to_cyrus(copy)
         label = f"{size:,} records"
-        names = ["ours", *(["ours-load"] if with_load else []), "baseline", "baseline-txn"]
+        names = ["ours", "ours-reference", *(["ours-load"] if with_load else [])]
+        names += ["baseline", "baseline-txn"]
         results = []
         for name in names:
             subject, role = SUBJECTS[name]
@@ -453,6 +464,15 @@ def run(size: int, workdir: Path, *, with_load: bool = True) -> list[measure.Mea
     counts = {m.subject: m.output["records"] for m in results}
     if set(counts.values()) != {meta["records"]}:
         raise AssertionError(f"record counts differ: {counts}, generated {meta['records']}")
+    pairs = {
+        m.subject: m.output["key_value_bytes"] for m in results if "key_value_bytes" in m.output
+    }
+    if set(pairs.values()) != {meta["key_value_bytes"]}:
+        raise AssertionError(
+            f"key/value bytes differ: {pairs}, generated {meta['key_value_bytes']}"
+        )
+    if not results[0].output["kernel"]:
+        raise AssertionError("ours ran the reference reader: the twoskip kernel did not load")
     return results
 
 
@@ -480,7 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.subject == "ours-load":
         measure.timed(lambda: measure_load(args.db))
     else:
-        measure.timed(lambda: measure_ours(args.db))
+        reference = args.subject == "ours-reference"
+        measure.timed(lambda: measure_ours(args.db, reference=reference))
     return 0
 
 

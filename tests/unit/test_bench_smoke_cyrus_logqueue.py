@@ -18,16 +18,18 @@ def test_cyrus_twoskip_smoke(tmp_path: Path) -> None:
     generated = sum(len(t) for t in cyrus_twoskip.generate_records(CYRUS_RECORDS))
     assert generated == CYRUS_RECORDS
     results = cyrus_twoskip.run(CYRUS_RECORDS, tmp_path)
-    assert [m.role for m in results] == ["ours", "ours", "baseline", "baseline"]
+    assert [m.role for m in results] == ["ours", "ours", "ours", "baseline", "baseline"]
     assert {m.output["records"] for m in results} == {CYRUS_RECORDS}
     assert results[0].output["data"]["records"] == CYRUS_RECORDS
     assert all(m.seconds > 0 for m in results)
     ours = results[0]
     # show prints key TAB value LF per record: the same pairs ours parsed.
-    for baseline in results[2:]:
+    for baseline in results[3:]:
         shown = baseline.output["show_bytes"]
         assert shown == ours.output["key_value_bytes"] + 2 * CYRUS_RECORDS
-    assert ours.output["problems"] == 0
+    assert ours.output["problems"] == 0 and ours.output["kernel"]
+    assert results[1].output["key_value_bytes"] == ours.output["key_value_bytes"]
+    assert not results[1].output["kernel"]  # the reference reader, measured beside the kernel
 
 
 def test_logqueue_segments_smoke(tmp_path: Path) -> None:
