@@ -4,6 +4,7 @@ generated part of ``docs/benchmarks.md``.
     python -m bench.run                 # full: James 1M and 10M, live 1M, Cyrus 1M, 1 GB segments
     python -m bench.run --smoke         # every benchmark on tiny data (what `make test` runs)
     python -m bench.run --only james_audit --james-entries 1000000
+    python -m bench.run --with-100m     # full, and the James audit at 100M too (over an hour)
     python -m bench.run --render-only   # re-render docs/benchmarks.md from the saved results
 
 Each measured subject runs in a fresh process (`bench.measure`); every benchmark checks that
@@ -19,7 +20,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench import measure, report
 
@@ -38,6 +39,11 @@ FULL = {
     "segment_bytes": 1 << 30,
     "audit_repeats": AUDIT_REPEATS,
 }
+# The James audit at 100M entries (`--with-100m`, or `--james-entries 100000000`): above
+# `REPEATED_MAX_ENTRIES` the audit and its scan run once each, without the history subject (the
+# same audit again): one round takes about as long as the rest of `make bench`.
+HUGE_ENTRIES = 100_000_000
+REPEATED_MAX_ENTRIES = 10_000_000
 # pandas holds the tables it reads in one process: 1.8 GiB peak at 1M entries, so 10M would
 # need the whole 24 GiB of the benchmark machine. Above this size only ours and the scan run.
 PANDAS_MAX_ENTRIES = 2_000_000
@@ -65,7 +71,8 @@ def run_all(
                 entries,
                 workdir / f"james_audit-{entries}",
                 with_pandas=entries <= PANDAS_MAX_ENTRIES,
-                repeats=sizes.get("audit_repeats", 1),
+                repeats=sizes.get("audit_repeats", 1) if entries <= REPEATED_MAX_ENTRIES else 1,
+                with_history=entries <= REPEATED_MAX_ENTRIES,
             )
     if "james_live" in only:
         results += james_live.run(sizes["live_entries"], cassandra=cassandra)
@@ -118,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny data: checks, not numbers")
     parser.add_argument("--only", action="append", choices=BENCHMARKS, default=[])
     parser.add_argument("--james-entries", type=int, action="append", default=[])
+    parser.add_argument(
+        "--with-100m", action="store_true", help="the James audit at 100M entries too"
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "out" / "bench")
     parser.add_argument("--name", help="results file name (default: full or smoke)")
     parser.add_argument("--render-only", action="store_true")
@@ -127,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = dict(SMOKE if args.smoke else FULL)
         if args.james_entries:
             sizes["james_entries"] = args.james_entries
+        james_entries = cast(list[int], sizes["james_entries"])
+        if args.with_100m and HUGE_ENTRIES not in james_entries:
+            sizes["james_entries"] = [*james_entries, HUGE_ENTRIES]
         started = time.perf_counter()
         results = run_all(sizes, args.only or list(BENCHMARKS), args.workdir)
         path = save(results, name, argv, time.perf_counter() - started)
