@@ -221,7 +221,8 @@ def generate(size: int, workdir: Path) -> dict[str, Any]:
     shutil.rmtree(building, ignore_errors=True)
     queue_root = building / "queue"
     rng = random.Random(f"mqforensics-bench-postfix-layout-{DATA_VERSION}")
-    names, weights = zip(*SHARES, strict=True)
+    names = [queue for queue, _ in SHARES]
+    weights = [share for _, share in SHARES]
     per_queue: Counter[str] = Counter()
     recipients = content = 0
     now = time.time()

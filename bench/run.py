@@ -1,7 +1,8 @@
 """Run the benchmarks and write their results: ``bench/results/<name>.json`` and, from it, the
 generated part of ``docs/benchmarks.md``.
 
-    python -m bench.run                 # full: James 1M and 10M, live 1M, Cyrus 1M, 1 GB segments
+    python -m bench.run                 # full: James 1M and 10M, live 1M, Cyrus 1M, 1 GB segments,
+                                        # a Postfix queue and a slimta spool of 100k messages
     python -m bench.run --smoke         # every benchmark on tiny data (what `make test` runs)
     python -m bench.run --only james_audit --james-entries 1000000
     python -m bench.run --with-100m     # full, and the James audit at 100M too (over an hour)
@@ -27,7 +28,14 @@ from bench import measure, report
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
-BENCHMARKS = ("james_audit", "james_live", "cyrus_twoskip", "logqueue_segments")
+BENCHMARKS = (
+    "james_audit",
+    "james_live",
+    "cyrus_twoskip",
+    "logqueue_segments",
+    "postfix_queue",
+    "slimta_spool",
+)
 # The audit and its scan differ by seconds from one run to the next on a 2-core machine (the
 # scan at 10M took 12.0 s in one run and 15.3 s in another): each is run this many times,
 # alternately, and the medians compared.
@@ -37,6 +45,8 @@ FULL = {
     "live_entries": 1_000_000,
     "cyrus_records": 1_000_000,
     "segment_bytes": 1 << 30,
+    "postfix_messages": 100_000,
+    "slimta_envelopes": 100_000,
     "audit_repeats": AUDIT_REPEATS,
 }
 # The James audit at 100M entries (`--with-100m`, or `--james-entries 100000000`): above
@@ -52,6 +62,8 @@ SMOKE = {
     "live_entries": 2_000,
     "cyrus_records": 2_000,
     "segment_bytes": 2 << 20,
+    "postfix_messages": 100,
+    "slimta_envelopes": 100,
 }
 
 
@@ -62,7 +74,14 @@ def run_all(
     *,
     cassandra: dict[str, Any] | None = None,
 ) -> list[measure.Measurement]:
-    from bench import cyrus_twoskip, james_audit, james_live, logqueue_segments
+    from bench import (
+        cyrus_twoskip,
+        james_audit,
+        james_live,
+        logqueue_segments,
+        postfix_queue,
+        slimta_spool,
+    )
 
     results: list[measure.Measurement] = []
     if "james_audit" in only:
@@ -80,6 +99,10 @@ def run_all(
         results += cyrus_twoskip.run(sizes["cyrus_records"], workdir / "cyrus")
     if "logqueue_segments" in only:
         results += logqueue_segments.run(sizes["segment_bytes"], workdir / "logqueue")
+    if "postfix_queue" in only:
+        results += postfix_queue.run(sizes["postfix_messages"], workdir / "postfix")
+    if "slimta_spool" in only:
+        results += slimta_spool.run(sizes["slimta_envelopes"], workdir / "slimta")
     return results
 
 
