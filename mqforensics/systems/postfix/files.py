@@ -1,8 +1,9 @@
 """The one frame a Postfix queue directory is read into: one row per file (`FILES`).
 
 Each file is read once: its bytes give the digest, and then either its records (a queue file:
-`records.read_records`, `envelope.read_envelope`) or its log entries (a defer, bounce or trace
-log: `logs.read_log`). The derived frames (`frames`) are projections of this one.
+`records.read_records`, `envelope.read_envelope`; a clean file's records walked by the kernel
+in `fast`, which gives the same columns) or its log entries (a defer, bounce or trace log:
+`logs.read_log`). The derived frames (`frames`) are projections of this one.
 
 Columns (a `None` where a value does not apply or could not be read):
 
