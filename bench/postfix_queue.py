@@ -12,7 +12,8 @@ has it), ``active``, ``incoming`` or ``hold`` by `SHARES`: what a queue looks li
 mail system stopped. A copy's ``Received:`` header still names the queue id of the file it
 copies; nothing reads it. Cached in ``~/.cache/mqforensics/bench/`` by size and
 `DATA_VERSION`; every run reads hard links to the cached files from a scratch directory the
-``postfix`` user can reach (showq drops to it).
+``postfix`` user can reach (showq drops to it), read once first so that both subjects find
+them in the page cache.
 
 Subjects, each in a fresh process (`measure.run_subject`), on the same files:
 
@@ -288,6 +289,11 @@ def scratch_copy(queue: Path, workdir: Path) -> Path:
                 shutil.chown(os.path.join(directory, name), "postfix", "postfix")
         shutil.chown(scratch / "lib", "postfix", "postfix")
         os.chmod(target, 0o755)
+    for directory, _, files in os.walk(target):  # into the page cache, for every subject alike
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                while handle.read(1 << 20):
+                    pass
     return scratch
 
 
