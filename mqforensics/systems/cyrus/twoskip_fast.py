@@ -29,7 +29,7 @@ import numpy as np
 from mqforensics import native
 from mqforensics.systems.cyrus import twoskip
 from mqforensics.systems.cyrus.problems import Problem
-from mqforensics.systems.cyrus.twoskip import HEADER_SIZE, MAGIC, Record, TwoskipFile
+from mqforensics.systems.cyrus.twoskip import HEADER_SIZE, MAGIC, MAXLEVEL, Record, TwoskipFile
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 KERNEL = native.Kernel(
@@ -48,10 +48,12 @@ TYPE_NAMES = ("", "DUMMY", "RECORD", "DELETE", "COMMIT")
 DUMMY, RECORD, DELETE, COMMIT = 1, 2, 3, 4
 EXT_KEY, EXT_VALUE = 0x40, 0x80
 _OK, _ANOMALY, _FULL = 0, 1, 2
+_POINTERS = [struct.Struct(f">{n}Q") for n in range(1, MAXLEVEL + 2)]  # by level
 MIN_RECORD = 24  # a level-0 record with an empty key and value: head, one pointer, two CRCs
 
-WINDOW = 32 << 20  # bytes of a mapped file touched between two releases of its pages
+WINDOW = 16 << 20  # bytes of a mapped file touched between two releases of its pages
 BATCH = 1 << 14  # records cut from the file per batch of an iteration
+SPARE = 1024  # room for records beyond the header's count before the columns grow
 
 
 def _addr(array: np.ndarray) -> int:
@@ -87,34 +89,46 @@ class _Scan:
         return len(self.off)
 
 
-def _scan(lib: Any, buffer: _Buffer, end: int) -> tuple[_Scan, np.ndarray, np.ndarray] | None:
-    """Every record from offset 64 to `end` with both level-0 pointer slots, a window at a
-    time; None when the reference would report a problem."""
+_COLUMNS = (np.int64, np.uint8, np.uint8, np.uint32, np.uint32, np.uint64, np.uint64)
+
+
+def _columns(cap: int) -> tuple[np.ndarray, ...]:
+    """Room for `cap` records: offset, type, level, key and value lengths, the two slots."""
+    return tuple(np.empty(cap, dtype) for dtype in _COLUMNS)
+
+
+def _scan(
+    lib: Any, buffer: _Buffer, end: int, expected: int
+) -> tuple[_Scan, np.ndarray, np.ndarray] | None:
+    """Every record from offset 64 to `end` with both level-0 pointer slots, a window of the
+    file at a time; None when the reference would report a problem. Room is made for the
+    `expected` records (the header's count) and more is added only when a file holds more."""
+    most = (end - twoskip.DUMMY_OFFSET) // MIN_RECORD + 1
+    cap = min(most, max(expected, 0) + SPARE)
     chunks: list[tuple[np.ndarray, ...]] = []
+    cols, filled = _columns(cap), 0
     at = twoskip.DUMMY_OFFSET
     next_at, status = ctypes.c_int64(), ctypes.c_int32()
     while at < end:
-        limit = min(end, at + WINDOW)
-        cap = (limit - at) // MIN_RECORD + 1
-        cols: tuple[np.ndarray, ...] = (
-            np.empty(cap, np.int64), np.empty(cap, np.uint8), np.empty(cap, np.uint8),
-            np.empty(cap, np.uint32), np.empty(cap, np.uint32), np.empty(cap, np.uint64),
-            np.empty(cap, np.uint64),
-        )  # fmt: skip
+        if filled == len(cols[0]):
+            chunks.append(cols)
+            cols, filled = _columns(max(cap // 2, 1 << 16)), 0
         n = lib.mqf_twoskip_scan(
-            buffer.address, end, at, limit, cap, *(_addr(c) for c in cols),
+            buffer.address, end, at, min(end, at + WINDOW), len(cols[0]) - filled,
+            *(_addr(c) + filled * c.itemsize for c in cols),
             ctypes.byref(next_at), ctypes.byref(status),
         )  # fmt: skip
         buffer.release()
         if status.value == _ANOMALY:
             return None
-        chunks.append(tuple(c[:n] for c in cols))
+        filled += n
         at = next_at.value
-    if not chunks:
-        return None
+    chunks.append(tuple(c[:filled] for c in cols))
     merged = chunks[0]
     if len(chunks) > 1:
         merged = tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
+    if not len(merged[0]):
+        return None
     return _Scan(*merged[:5]), merged[5], merged[6]
 
 
@@ -243,21 +257,21 @@ class RecordsView(_View, Sequence[Record]):
         scan, data = self._rows.scan, self._rows.buffer.data
         rows = self._rows.rows(start, start + len(keys))
         offs = scan.off[rows].tolist()
-        types = scan.type[rows].tolist()
+        types = [TYPE_NAMES[code & 15] for code in scan.type[rows].tolist()]
         levels = scan.level[rows].tolist()
-        out = []
-        for i, (off, code, level, k, m, e) in enumerate(
-            zip(offs, types, levels, keys, mids, ends, strict=True)
-        ):
-            first = k - 8 - 8 * (level + 1)
-            pointers = struct.unpack_from(f">{level + 1}Q", data, first)
-            length = k + ((e - k + 7) & ~7) - off
-            committed = start + i < self._committed_below
-            out.append(
-                Record(off, TYPE_NAMES[code & 15], level, data[k:m], data[m:e], pointers, length,
-                       committed)
-            )  # fmt: skip
-        return out
+        committed = [True] * max(0, min(len(keys), self._committed_below - start))
+        committed += [False] * (len(keys) - len(committed))
+        new, pointers = tuple.__new__, _POINTERS  # a Record without the named tuple's __new__
+        return [
+            new(Record, (
+                off, kind, level, data[k:m], data[m:e],
+                pointers[level].unpack_from(data, k - 8 - 8 * (level + 1)),
+                k + ((e - k + 7) & ~7) - off, done,
+            ))
+            for off, kind, level, k, m, e, done in zip(
+                offs, types, levels, keys, mids, ends, committed, strict=True
+            )
+        ]  # fmt: skip
 
     @overload
     def __getitem__(self, i: int) -> Record: ...
@@ -333,7 +347,7 @@ def _read(lib: Any, buffer: _Buffer, label: str, history: bool) -> TwoskipFile |
     if header is None or not HEADER_SIZE <= header.current_size <= len(data):
         return None
     end = header.current_size
-    scanned = _scan(lib, buffer, end)
+    scanned = _scan(lib, buffer, end, header.num_records)
     if scanned is None:
         return None
     scan, ptr0, ptr1 = scanned
