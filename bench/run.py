@@ -54,8 +54,9 @@ FULL = {
 # same audit again): one round takes about as long as the rest of `make bench`.
 HUGE_ENTRIES = 100_000_000
 REPEATED_MAX_ENTRIES = 10_000_000
-# pandas holds the tables it reads in one process: 1.8 GiB peak at 1M entries, so 10M would
-# need the whole 24 GiB of the benchmark machine. Above this size only ours and the scan run.
+# pandas holds the tables it reads in one process: its peak (VmHWM) was 2.8 GiB at 1M entries
+# and 5.2 GiB at 2M (2026-12-06), 2.5 GiB more per million, so about 25 GiB at 10M: more than
+# the benchmark machine's 23.5 GiB. Above this size only ours and the scan run.
 PANDAS_MAX_ENTRIES = 2_000_000
 SMOKE = {
     "james_entries": [2_000, 20_000],
