@@ -17,17 +17,26 @@ file stays within `WINDOW` bytes and what grows with the file is 34 bytes of arr
 from __future__ import annotations
 
 import ctypes
-import itertools
 import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast, overload
+from typing import Any
 
 import numpy as np
 
 from mqforensics import native
-from mqforensics.systems.cyrus import twoskip
+from mqforensics.systems.cyrus import columns, twoskip
+from mqforensics.systems.cyrus.columns import (
+    Buffer,
+    RecordsView,
+    Rows,
+    Spans,
+    open_buffer,
+    reference_input,
+)
+from mqforensics.systems.cyrus.columns import FastFile as FastTwoskipFile
+from mqforensics.systems.cyrus.columns import address as _addr
 from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.twoskip import HEADER_SIZE, MAGIC, MAXLEVEL, Record, TwoskipFile
 
@@ -51,28 +60,7 @@ _OK, _ANOMALY, _FULL = 0, 1, 2
 _POINTERS = [struct.Struct(f">{n}Q") for n in range(1, MAXLEVEL + 2)]  # by level
 MIN_RECORD = 24  # a level-0 record with an empty key and value: head, one pointer, two CRCs
 
-WINDOW = 16 << 20  # bytes of a mapped file touched between two releases of its pages
-BATCH = 1 << 14  # records cut from the file per batch of an iteration
 SPARE = 1024  # room for records beyond the header's count before the columns grow
-
-
-def _addr(array: np.ndarray) -> int:
-    return int(array.ctypes.data)
-
-
-class _Buffer:
-    """The file's bytes (a read-only mapping of a path, or bytes given) and their address."""
-
-    def __init__(self, data: bytes | mmap.mmap) -> None:
-        self.data = data
-        self.array = np.frombuffer(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
-        self.address = _addr(self.array)
-
-    def release(self) -> None:
-        """Drop the mapping's resident pages (they are read again from the page cache when
-        touched): a whole-file mapping would otherwise count the file in the peak memory."""
-        if isinstance(self.data, mmap.mmap) and len(self.data):
-            self.data.madvise(mmap.MADV_DONTNEED)
 
 
 class _Scan:
@@ -98,7 +86,7 @@ def _columns(cap: int) -> tuple[np.ndarray, ...]:
 
 
 def _scan(
-    lib: Any, buffer: _Buffer, end: int, expected: int
+    lib: Any, buffer: Buffer, end: int, expected: int
 ) -> tuple[_Scan, np.ndarray, np.ndarray] | None:
     """Every record from offset 64 to `end` with both level-0 pointer slots, a window of the
     file at a time; None when the reference would report a problem. Room is made for the
@@ -114,7 +102,7 @@ def _scan(
             chunks.append(cols)
             cols, filled = _columns(max(cap // 2, 1 << 16)), 0
         n = lib.mqf_twoskip_scan(
-            buffer.address, end, at, min(end, at + WINDOW), len(cols[0]) - filled,
+            buffer.address, end, at, min(end, at + columns.WINDOW), len(cols[0]) - filled,
             *(_addr(c) + filled * c.itemsize for c in cols),
             ctypes.byref(next_at), ctypes.byref(status),
         )  # fmt: skip
@@ -132,7 +120,7 @@ def _scan(
     return _Scan(*merged[:5]), merged[5], merged[6]
 
 
-def _walk(lib: Any, buffer: _Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.ndarray, end: int
+def _walk(lib: Any, buffer: Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.ndarray, end: int
           ) -> np.ndarray | None:  # fmt: skip
     """The live records' indices in key order; None when the walk or the key order is not
     what a clean file gives (the reference then says what)."""
@@ -150,7 +138,7 @@ def _walk(lib: Any, buffer: _Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.nda
     while at < count:
         bad = lib.mqf_twoskip_ordered(
             buffer.address, _addr(scan.off), _addr(scan.type), _addr(scan.level),
-            _addr(scan.klen), _addr(order), at, count, WINDOW, ctypes.byref(stopped),
+            _addr(scan.klen), _addr(order), at, count, columns.WINDOW, ctypes.byref(stopped),
         )  # fmt: skip
         buffer.release()
         if bad >= 0:
@@ -159,107 +147,44 @@ def _walk(lib: Any, buffer: _Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.nda
     return order
 
 
-class _Rows:
-    """What the views share: the kernel, the buffer, the scan and which records in which order
-    (`index`; None: every record in file order)."""
+class _Rows(Rows):
+    """Records of the scan: `index` gives which, in which order (None: all, in file order)."""
 
-    def __init__(self, lib: Any, buffer: _Buffer, scan: _Scan, index: np.ndarray | None) -> None:
-        self.lib, self.buffer, self.scan, self.index = lib, buffer, scan, index
-
-    def __len__(self) -> int:
-        return len(self.scan) if self.index is None else len(self.index)
+    def __init__(self, lib: Any, buffer: Buffer, scan: _Scan, index: np.ndarray | None) -> None:
+        super().__init__(buffer, len(scan) if index is None else len(index))
+        self.lib, self.scan, self.index = lib, scan, index
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         if self.index is None:
             return np.arange(start, stop, dtype=np.int64)
         return self.index[start:stop]
 
-    def spans(
-        self, start: int = 0, stop: int | None = None
-    ) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
-        """Batches of rows from `start`: the first row's position, and per row where its key
-        starts, where its value starts and where the value ends. A batch spans at most `WINDOW`
-        bytes of the file, whose pages are released when the next batch is asked for."""
+    def spans(self, start: int = 0, stop: int | None = None) -> Iterator[Spans]:
+        """A batch spans at most `columns.WINDOW` bytes of the file (the kernel counts)."""
         stop = len(self) if stop is None else stop
         scan, lib = self.scan, self.lib
-        key, mid, end = (np.empty(BATCH, np.int64) for _ in range(3))
+        key, mid, end = (np.empty(columns.BATCH, np.int64) for _ in range(3))
         index = None if self.index is None else _addr(self.index)
         at = start
         while at < stop:
             n = lib.mqf_twoskip_spans(
                 _addr(scan.off), _addr(scan.type), _addr(scan.level), _addr(scan.klen),
-                _addr(scan.vlen), index, at, stop, WINDOW, BATCH, _addr(key), _addr(mid),
-                _addr(end),
+                _addr(scan.vlen), index, at, stop, columns.WINDOW, columns.BATCH, _addr(key),
+                _addr(mid), _addr(end),
             )  # fmt: skip
-            yield at, key[:n].tolist(), mid[:n].tolist(), end[:n].tolist()
+            mids = mid[:n].tolist()  # a key ends where its value starts
+            yield at, key[:n].tolist(), mids, mids, end[:n].tolist()
             at += n
             self.buffer.release()
 
-
-class _View:
-    """A read-only sequence over rows, equal to any sequence of the same items."""
-
-    def __init__(self, rows: _Rows) -> None:
-        self._rows = rows
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        mine = cast(Sequence[Any], self)
-        return len(self) == len(other) and all(a == b for a, b in zip(mine, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} of {len(self)}>"
-
-
-class ItemsView(_View, Sequence[tuple[bytes, bytes]]):
-    """(key, value) of the live records in key order, cut from the file when iterated."""
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[bytes, bytes]: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[tuple[bytes, bytes]]: ...
-    def __getitem__(self, i: int | slice) -> tuple[bytes, bytes] | list[tuple[bytes, bytes]]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        _, key, mid, end = next(self._rows.spans(i, i + 1))
-        data = self._rows.buffer.data
-        return data[key[0] : mid[0]], data[mid[0] : end[0]]
-
-    def batches(self) -> Iterator[list[tuple[bytes, bytes]]]:
-        """The pairs a batch at a time: the pages of one batch are released before the next."""
-        data = self._rows.buffer.data
-        for _, keys, mids, ends in self._rows.spans():
-            yield [(data[k:m], data[m:e]) for k, m, e in zip(keys, mids, ends, strict=True)]
-
-    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
-        return itertools.chain.from_iterable(self.batches())
-
-
-class RecordsView(_View, Sequence[Record]):
-    """`Record`s built from the file when read; `committed_below` is the first row that is not
-    committed (history: the records after the last COMMIT)."""
-
-    def __init__(self, rows: _Rows, committed_below: int) -> None:
-        super().__init__(rows)
-        self._committed_below = committed_below
-
-    def _build(self, start: int, keys: list[int], mids: list[int], ends: list[int]) -> list[Record]:
-        scan, data = self._rows.scan, self._rows.buffer.data
-        rows = self._rows.rows(start, start + len(keys))
+    def records(self, spans: Spans, committed_below: int) -> list[Record]:
+        start, keys, mids, _, ends = spans
+        scan, data = self.scan, self.buffer.data
+        rows = self.rows(start, start + len(keys))
         offs = scan.off[rows].tolist()
         types = [TYPE_NAMES[code & 15] for code in scan.type[rows].tolist()]
         levels = scan.level[rows].tolist()
-        committed = [True] * max(0, min(len(keys), self._committed_below - start))
+        committed = [True] * max(0, min(len(keys), committed_below - start))
         committed += [False] * (len(keys) - len(committed))
         new, pointers = tuple.__new__, _POINTERS  # a Record without the named tuple's __new__
         return [
@@ -273,49 +198,6 @@ class RecordsView(_View, Sequence[Record]):
             )
         ]  # fmt: skip
 
-    @overload
-    def __getitem__(self, i: int) -> Record: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Record]: ...
-    def __getitem__(self, i: int | slice) -> Record | list[Record]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self._build(*next(self._rows.spans(i, i + 1)))[0]
-
-    def batches(self) -> Iterator[list[Record]]:
-        """The records a batch at a time (see `ItemsView.batches`)."""
-        for batch in self._rows.spans():
-            yield self._build(*batch)
-
-    def __iter__(self) -> Iterator[Record]:
-        return itertools.chain.from_iterable(self.batches())
-
-
-class FastTwoskipFile(TwoskipFile):
-    """A `TwoskipFile` whose records and history are views over the scanned columns."""
-
-    def items(self) -> Sequence[tuple[bytes, bytes]]:
-        records = self.records
-        if isinstance(records, RecordsView):
-            return ItemsView(records._rows)
-        return super().items()
-
-
-def _open(source: bytes | str | Path | mmap.mmap, name: str | None) -> tuple[_Buffer, str]:
-    if isinstance(source, mmap.mmap):
-        return _Buffer(source), name or "<mmap>"
-    if isinstance(source, bytes | bytearray | memoryview):
-        return _Buffer(bytes(source)), name or "<bytes>"
-    path = Path(source)
-    with path.open("rb") as handle:
-        size = path.stat().st_size
-        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-    return _Buffer(data), name or str(path)
-
 
 def read(
     source: bytes | str | Path | mmap.mmap, *, history: bool = False, name: str | None = None
@@ -323,20 +205,15 @@ def read(
     """`twoskip.read` through the kernel when it loads, else the reference itself."""
     lib = native.load(KERNEL)
     if lib is None:
-        return twoskip.read(_reference_input(source), history=history, name=name)
-    buffer, label = _open(source, name)
+        return twoskip.read(reference_input(source), history=history, name=name)
+    buffer, label = open_buffer(source, name)
     parsed = _read(lib, buffer, label, history)
     if parsed is None:
-        data = buffer.data if isinstance(buffer.data, bytes) else buffer.data[:]
-        return twoskip.read(data, history=history, name=label)
+        return twoskip.read(buffer.copy(), history=history, name=label)
     return parsed
 
 
-def _reference_input(source: bytes | str | Path | mmap.mmap) -> bytes | str | Path:
-    return source[:] if isinstance(source, mmap.mmap) else source
-
-
-def _read(lib: Any, buffer: _Buffer, label: str, history: bool) -> TwoskipFile | None:
+def _read(lib: Any, buffer: Buffer, label: str, history: bool) -> TwoskipFile | None:
     """The reference's `_read` over the kernel's columns; None where it would report more than
     the header's problems, a missing COMMIT or a count mismatch (the reference then reads)."""
     data = buffer.data
@@ -367,7 +244,7 @@ def _read(lib: Any, buffer: _Buffer, label: str, history: bool) -> TwoskipFile |
                 "count_mismatch", 32, f"{len(order)} live records, header says {header.num_records}"
             )
         )
-    live = RecordsView(_Rows(lib, buffer, scan, order), len(order))
+    live = RecordsView(_Rows(lib, buffer, scan, order))
     past: Sequence[Record] = []
     if history:
         past = _history(lib, buffer, scan, order, live, data, end, problems)
@@ -375,7 +252,7 @@ def _read(lib: Any, buffer: _Buffer, label: str, history: bool) -> TwoskipFile |
 
 
 def _history(
-    lib: Any, buffer: _Buffer, scan: _Scan, order: np.ndarray, live: RecordsView,
+    lib: Any, buffer: Buffer, scan: _Scan, order: np.ndarray, live: RecordsView,
     data: Any, end: int, problems: list[Problem],
 ) -> Sequence[Record]:  # fmt: skip
     """The records in file order with their commit state. When every committed RECORD is live
@@ -392,7 +269,7 @@ def _history(
     )
     if committed_below and single_dummy and all_live and not (done == DELETE).any():
         return RecordsView(rows, committed_below)
-    past, state = twoskip._history(data, list(RecordsView(rows, len(scan))), end)
+    past, state = twoskip._history(data, list(RecordsView(rows)), end)
     if not problems and state != {r.key: r.value for r in live}:
         problems.append(Problem("history_unresolved", 0, "commit replay differs from live records"))
     return past

@@ -16,7 +16,7 @@ import pytest
 
 from mqforensics import native
 from mqforensics.errors import InputError
-from mqforensics.systems.cyrus import twoskip, twoskip_fast
+from mqforensics.systems.cyrus import columns, twoskip, twoskip_fast
 from mqforensics.systems.cyrus.database import read_database
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -280,8 +280,8 @@ def test_fuzzed_files_equal_the_reference() -> None:
 
 
 def test_views_index_slice_and_iterate_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(twoskip_fast, "BATCH", 3)
-    monkeypatch.setattr(twoskip_fast, "WINDOW", 10_000)
+    monkeypatch.setattr(columns, "BATCH", 3)
+    monkeypatch.setattr(columns, "WINDOW", 10_000)
     data = written()[3]
     fast = twoskip_fast.read(data, history=True)
     ref = twoskip.read(data, history=True)
@@ -318,3 +318,10 @@ def test_without_the_kernel_the_reference_answers(monkeypatch: pytest.MonkeyPatc
     finally:
         monkeypatch.delenv("MQF_NATIVE")
         native.forget()
+
+
+def test_columns_grow_past_the_header_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(twoskip_fast, "SPARE", 0)
+    monkeypatch.setattr(columns, "WINDOW", 256)
+    took = [_same(data) for data in written()]
+    assert sum(took) >= len(took) - 2
