@@ -34,14 +34,15 @@ def test_cyrus_twoskip_smoke(tmp_path: Path) -> None:
 
 def test_logqueue_segments_smoke(tmp_path: Path) -> None:
     results = logqueue_segments.run(LOGQUEUE_BYTES, tmp_path)
-    assert [m.role for m in results] == ["ours", "baseline", "baseline"]
+    assert [m.role for m in results] == ["ours", "ours", "baseline", "baseline"]
+    assert "columnar" in results[0].subject and "reference" in results[1].subject
     data = results[0].output["data"]
     # The generator is deterministic: writing again gives the cached queue's counts.
     again = logqueue_segments.write_queue(tmp_path / "again", LOGQUEUE_BYTES)
     assert (again.records, again.segment_bytes) == (data["records"], data["segment_bytes"])
     assert data["segment_bytes"] >= LOGQUEUE_BYTES
     counted = [m.output["records"] for m in results if "records" in m.output]
-    assert counted == [data["records"], data["records"]]
+    assert counted == [data["records"]] * 3
     assert {m.output["bytes"] for m in results} == {data["segment_bytes"]}
-    assert results[0].output["problems"] == 0
+    assert results[0].output["problems"] == results[1].output["problems"] == 0
     assert all(m.seconds > 0 for m in results)

@@ -2,14 +2,18 @@
 
 Two Python data sources, each planning one partition per ``seg-<n>.lq`` file of every queue
 directory of the ``dirs`` option (a JSON list; ``restart.lq`` and the spool are no segments) and
-reading it with `segment.read_segment`, so a damaged file never fails the task:
+reading it with the columnar reader (`columnar.ColumnarSegment`: a C kernel for the runs of
+whole records, `segment.read_segment`'s own steps for everything else, the reference alone when
+the kernel is unavailable), so a damaged file never fails the task:
 
-- ``logqueue_records`` (`read_records`): one row per whole, CRC-valid record, `RECORDS`:
+- ``logqueue_records`` (`read_records`): one row per whole, CRC-valid record, `RECORDS`, yielded
+  as `pyarrow.RecordBatch`es of up to `columnar.BATCH_ROWS` rows (`record_batches`):
   ``queue`` is the directory (resolved, absolute, as escaped text: `filenames.shown`), ``file``
   the segment's file name, ``segment``/``offset`` its position (the number in the file's
   name: the format's reading rule 3), ``values`` the decoded payload as a JSON object (lists
-  for tuples), ``message_id`` the UUID text (zeros for RESTART). A number that does not fit
-  its column (a ``u32`` reference above 2^31-1, a ``u64`` time above 2^63-1) is null.
+  for tuples; exactly ``json.dumps(values, sort_keys=True)``), ``message_id`` the UUID text
+  (zeros for RESTART). A number that does not fit its column (a ``u32`` reference above
+  2^31-1, a ``u64`` time above 2^63-1) is null.
 - ``logqueue_segments`` (`read_segments`): one row per segment file, `SEGMENTS`: its size and
   SHA-256 (of the very bytes parsed: what a plan records and the purger checks again), the
   number of whole records, and its problems (`segment.Problem`). `read_problems` is those
@@ -30,16 +34,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.filenames import fs_path, shown
 from mqforensics.systems.logqueue import layout
-from mqforensics.systems.logqueue.segment import (
-    SegmentFile,
-    read_segment,
-    segment_number_of,
+from mqforensics.systems.logqueue.columnar import (
+    BATCH_ROWS,
+    INT32_MAX,
+    INT64_MAX,
+    ColumnarSegment,
+    fits,
+    segment_batches,
 )
+from mqforensics.systems.logqueue.segment import SegmentFile, segment_number_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,9 +63,6 @@ SEGMENTS = (
     "queue string, file string, segment int, size bigint, sha256 string, records bigint, "
     "problems array<struct<kind: string, offset: bigint, size: bigint, detail: string>>"
 )
-
-_INT32 = (1 << 31) - 1
-_INT64 = (1 << 63) - 1
 
 
 @dataclass
@@ -91,51 +97,59 @@ def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
     ]
 
 
-def read_file(path: str) -> SegmentFile:
-    """`read_segment` of `path`; an OS error (the file vanished) is an InputError naming it."""
+def read_bytes(path: str) -> bytes:
+    """The bytes of `path`; an OS error (the file vanished) is an InputError naming it."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{shown(path)}: {exc.strerror or exc}") from None
+
+
+def read_file(path: str) -> ColumnarSegment:
+    """`path` read by the columnar reader, counted (records, problems) without columns."""
     return read_file_digest(path)[0]
 
 
-def read_file_digest(path: str) -> tuple[SegmentFile, str]:
-    """`read_segment` of `path` and the SHA-256 of the bytes it parsed (one read); an OS error
-    (the file vanished) is an InputError naming it."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"{shown(path)}: {exc.strerror or exc}") from None
-    return read_segment(data, name=path), hashlib.sha256(data).hexdigest()
-
-
-def _fits(value: int | None, limit: int) -> int | None:
-    return value if value is not None and 0 <= value <= limit else None
+def read_file_digest(path: str) -> tuple[ColumnarSegment, str]:
+    """`read_file` of `path` and the SHA-256 of the bytes it parsed (one read)."""
+    data = read_bytes(path)
+    return ColumnarSegment(data, path).count(), hashlib.sha256(data).hexdigest()
 
 
 def record_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
-    """The `RECORDS` rows of one read segment."""
+    """The `RECORDS` rows of a segment the reference read (what `record_batches` must equal)."""
     name = Path(seg.source).name
     for r in seg.records:
         yield (
             queue,
             name,
-            _fits(r.segment, _INT32),
+            fits(r.segment, INT32_MAX),
             r.offset,
             r.type,
             r.type_name,
-            _fits(r.time_us, _INT64),
+            fits(r.time_us, INT64_MAX),
             str(r.message_id),
-            _fits(r.ref[0], _INT32),
+            fits(r.ref[0], INT32_MAX),
             r.ref[1],
             r.size,
             json.dumps(r.values, sort_keys=True),
         )
 
 
-def segment_row(queue: str, seg: SegmentFile, sha256: str) -> tuple:
+def record_batches(
+    queue: str, path: str, data: bytes, rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """The `RECORDS` rows of the segment `data` read from `path`, as Arrow batches
+    (`columnar.segment_batches`)."""
+    return segment_batches(queue, ColumnarSegment(data, path), rows)
+
+
+def segment_row(queue: str, seg: ColumnarSegment, sha256: str) -> tuple:
     """The `SEGMENTS` row of one read segment."""
     name = Path(seg.source).name
     problems = [(p.kind, p.offset, p.size, p.detail) for p in seg.problems]
-    number = _fits(segment_number_of(name), _INT32)
-    return (queue, name, number, seg.size, sha256, len(seg.records), problems)
+    number = fits(segment_number_of(name), INT32_MAX)
+    return (queue, name, number, seg.size, sha256, seg.records, problems)
 
 
 class _SegmentsReader(DataSourceReader):
@@ -147,18 +161,20 @@ class _SegmentsReader(DataSourceReader):
     def partitions(self) -> list[SegmentPartition]:  # type: ignore[override]
         return segment_partitions(parse_dirs(self.options))
 
-    def read(self, partition: SegmentPartition | None) -> Iterator[tuple]:  # type: ignore[override]
+    def read(  # type: ignore[override]
+        self, partition: SegmentPartition | None
+    ) -> Iterator[tuple | pa.RecordBatch]:
         if partition is None:  # no segment anywhere: Spark plans one empty partition
             return
         yield from self.rows(partition.queue, partition.path)
 
-    def rows(self, queue: str, path: str) -> Iterator[tuple]:
+    def rows(self, queue: str, path: str) -> Iterator[tuple | pa.RecordBatch]:
         raise NotImplementedError
 
 
 class LogqueueRecordsReader(_SegmentsReader):
-    def rows(self, queue: str, path: str) -> Iterator[tuple]:
-        return record_rows(queue, read_file(path))
+    def rows(self, queue: str, path: str) -> Iterator[pa.RecordBatch]:
+        return record_batches(queue, path, read_bytes(path))
 
 
 class LogqueueSegmentsReader(_SegmentsReader):

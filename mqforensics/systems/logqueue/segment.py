@@ -106,12 +106,9 @@ def segment_number_of(name: str) -> int | None:
     return number
 
 
-def read_segment(source: bytes | str | Path, name: str | None = None) -> SegmentFile:
-    """Parse one segment (a path, opened read-only, or bytes); see the module docstring."""
-    if isinstance(source, bytes | bytearray | memoryview):
-        data, label = bytes(source), name or "<bytes>"
-    else:
-        data, label = Path(source).read_bytes(), name or str(source)
+def read_head(data: bytes, label: str) -> tuple[fmt.SegmentHeader | None, int, list[Problem]]:
+    """The segment header of `data`, the number its records' positions carry (the file name's,
+    else the header's, else 0: reading rule 3) and the header's problems."""
     problems: list[Problem] = []
     header: fmt.SegmentHeader | None = None
     try:
@@ -123,51 +120,58 @@ def read_segment(source: bytes | str | Path, name: str | None = None) -> Segment
     if header is not None and named is not None and header.segment != named:
         detail = f"header says segment {header.segment}, the file name {named}"
         problems.append(Problem("bad_segment_header", 0, fmt.SEGMENT_HEADER_SIZE, detail))
-    # Positions name segments by the file name's number (reading rule 3).
     number = named if named is not None else (header.segment if header else 0)
+    return header, number, problems
+
+
+def read_step(data: bytes, pos: int, number: int) -> tuple[Record | Problem, int]:
+    """What the reading rules make of the bytes at `pos` (a record offset, below ``len(data)``):
+    a whole record or a problem, and the offset reading goes on at (the end of the data after a
+    torn tail)."""
+    rest = len(data) - pos
+    try:
+        head = fmt.decode_record_header(data, pos) if rest >= fmt.RECORD_HEADER_SIZE else None
+    except fmt.FormatError as exc:
+        nxt = _resync(data, pos + 1)
+        return Problem("unreadable", pos, nxt - pos, str(exc)), nxt
+    if head is None or pos + fmt.RECORD_HEADER_SIZE + head.length > len(data):
+        nxt = _resync(data, pos + 1)
+        if nxt < len(data):  # whole records follow: damage here, not the last write torn
+            return Problem("unreadable", pos, nxt - pos, "record runs past them"), nxt
+        want = f"{fmt.RECORD_HEADER_SIZE + head.length}" if head else "at least 44"
+        return Problem("torn_tail", pos, rest, f"{rest} of {want} bytes of a record"), len(data)
+    end = pos + fmt.RECORD_HEADER_SIZE + head.length
+    if fmt.record_crc(data, pos, head.length) != head.crc32:
+        # A damaged length must not hide the records after it: stop at the next whole one.
+        nxt = min(end, _resync(data, pos + 1))
+        name = fmt.type_name(head.type)
+        return Problem("crc_mismatch", pos, nxt - pos, f"{name} record CRC"), nxt
+    if head.type not in fmt.RECORD_TYPES:
+        detail = f"record type {head.type} is not defined by version {fmt.VERSION}"
+        return Problem("unknown_type", pos, end - pos, detail), end
+    try:
+        values = fmt.decode_payload(head.type, data[pos + fmt.RECORD_HEADER_SIZE : end])
+    except fmt.FormatError as exc:
+        return Problem("bad_payload", pos, end - pos, str(exc)), end
+    record = Record(
+        number, pos, head.type, head.time_us, head.message_id, head.ref, values, end - pos
+    )
+    return record, end
+
+
+def read_segment(source: bytes | str | Path, name: str | None = None) -> SegmentFile:
+    """Parse one segment (a path, opened read-only, or bytes); see the module docstring."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        data, label = bytes(source), name or "<bytes>"
+    else:
+        data, label = Path(source).read_bytes(), name or str(source)
+    header, number, problems = read_head(data, label)
     records: list[Record] = []
     pos = fmt.SEGMENT_HEADER_SIZE
     while pos < len(data):
-        rest = len(data) - pos
-        try:
-            head = fmt.decode_record_header(data, pos) if rest >= fmt.RECORD_HEADER_SIZE else None
-        except fmt.FormatError as exc:
-            nxt = _resync(data, pos + 1)
-            problems.append(Problem("unreadable", pos, nxt - pos, str(exc)))
-            pos = nxt
-            continue
-        if head is None or pos + fmt.RECORD_HEADER_SIZE + head.length > len(data):
-            nxt = _resync(data, pos + 1)
-            if nxt < len(data):  # whole records follow: damage here, not the last write torn
-                problems.append(Problem("unreadable", pos, nxt - pos, "record runs past them"))
-                pos = nxt
-                continue
-            want = f"{fmt.RECORD_HEADER_SIZE + head.length}" if head else "at least 44"
-            problems.append(Problem("torn_tail", pos, rest, f"{rest} of {want} bytes of a record"))
-            break
-        end = pos + fmt.RECORD_HEADER_SIZE + head.length
-        if fmt.record_crc(data, pos, head.length) != head.crc32:
-            # A damaged length must not hide the records after it: stop at the next whole one.
-            nxt = min(end, _resync(data, pos + 1))
-            name = fmt.type_name(head.type)
-            problems.append(Problem("crc_mismatch", pos, nxt - pos, f"{name} record CRC"))
-            pos = nxt
-            continue
-        if head.type not in fmt.RECORD_TYPES:
-            detail = f"record type {head.type} is not defined by version {fmt.VERSION}"
-            problems.append(Problem("unknown_type", pos, end - pos, detail))
-            pos = end
-            continue
-        try:
-            values = fmt.decode_payload(head.type, data[pos + fmt.RECORD_HEADER_SIZE : end])
-        except fmt.FormatError as exc:
-            problems.append(Problem("bad_payload", pos, end - pos, str(exc)))
-            pos = end
-            continue
-        records.append(
-            Record(
-                number, pos, head.type, head.time_us, head.message_id, head.ref, values, end - pos
-            )
-        )
-        pos = end
+        found, pos = read_step(data, pos, number)
+        if isinstance(found, Record):
+            records.append(found)
+        else:
+            problems.append(found)
     return SegmentFile(label, len(data), header, records, problems)
