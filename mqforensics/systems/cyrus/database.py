@@ -27,7 +27,7 @@ from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.filenames import shown
-from mqforensics.systems.cyrus import dumps, records, skiplist, twoskip, twoskip_fast
+from mqforensics.systems.cyrus import dumps, records, skiplist_fast, twoskip, twoskip_fast
 from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.records import MailboxEntry
 from mqforensics.systems.cyrus.twoskip import Record, TwoskipFile
@@ -140,23 +140,26 @@ def checked_paths(paths: Sequence[str | Path]) -> list[Path]:
 def read_database(path: Path) -> Database:
     """Read one input, its type found from its content (see the module docstring); its
     ``source`` is the path's escaped text (`filenames.shown`). A twoskip file is mapped, not
-    read (`twoskip_fast`): its records stay in the file until a check iterates them."""
+    read (`twoskip_fast`, `skiplist_fast`): its records stay in the file until a check iterates
+    them."""
     check_file(path)
     with path.open("rb") as handle:
         head = handle.read(SNIFF_BYTES)
         sniff(path, head)
-        if head.startswith(twoskip.MAGIC):
+        binary = head.startswith((twoskip.MAGIC, twoskip.SKIPLIST_MAGIC))
+        if binary:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     label = shown(path)
     fingerprint: dict[str, Any]
-    if head.startswith(twoskip.MAGIC):
+    if binary:
         fingerprint = {"size": len(mapped), "sha256": _sha256(mapped)}
-        parsed = twoskip_fast.read(mapped, name=label, history=True)
-        return _with(Database.from_file(parsed), "twoskip", fingerprint)
+        if head.startswith(twoskip.MAGIC):
+            parsed = twoskip_fast.read(mapped, name=label, history=True)
+            return _with(Database.from_file(parsed), "twoskip", fingerprint)
+        parsed = skiplist_fast.read(mapped, name=label)
+        return _with(Database.from_file(parsed), "skiplist", fingerprint)
     data = path.read_bytes()
     fingerprint = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    if data.startswith(twoskip.SKIPLIST_MAGIC):
-        return _with(Database.from_file(skiplist.read(data, name=label)), "skiplist", fingerprint)
     name = path.name.lower()
     if data.lstrip().startswith(b"{") or name.endswith(".json"):
         entries = dumps.read_ctl_mboxlist(data, name=label)

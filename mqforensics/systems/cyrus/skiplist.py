@@ -33,8 +33,8 @@ def _u32(data: bytes, off: int) -> int:
 
 
 def _header(data: bytes, name: str, problems: list[Problem]) -> Header | None:
-    if not data.startswith(MAGIC):
-        if data.startswith(TWOSKIP_MAGIC):
+    if data[: len(MAGIC)] != MAGIC:  # slices, not startswith: a mapped file is read too
+        if data[: len(TWOSKIP_MAGIC)] == TWOSKIP_MAGIC:
             raise InputError(f"{name}: offset 0: a twoskip file, not skiplist")
         same = sum(a == b for a, b in zip(data[:20], MAGIC, strict=False))
         if len(data) < 20 or same < 18:
