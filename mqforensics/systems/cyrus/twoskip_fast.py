@@ -228,6 +228,7 @@ def _read(lib: Any, buffer: Buffer, label: str, history: bool) -> TwoskipFile | 
     if scanned is None:
         return None
     scan, ptr0, ptr1 = scanned
+    del scanned  # the pointer slots are needed by the walk only
     order = _walk(lib, buffer, scan, ptr0, ptr1, end)
     del ptr0, ptr1
     if order is None:
