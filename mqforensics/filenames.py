@@ -36,23 +36,28 @@ def _raw(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:
     return os.fsencode(name)
 
 
+# Every character `shown` escapes: an undecodable byte (a lone surrogate), a backslash, a C0 or
+# C1 control character or DEL. A name without one (nearly every name) is returned as it is.
+_TO_ESCAPE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if code >= 0xDC80:  # an undecodable byte, kept as a lone surrogate
+        return f"\\x{code - 0xDC00:02x}"
+    if char == "\\":
+        return "\\\\"
+    return "".join(f"\\x{b:02x}" for b in char.encode("utf-8"))
+
+
 def shown(name: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
     """`name` as escaped text: valid, printable UTF-8 as is, ``\\`` doubled, every other byte
     ``\\xNN``. Always valid UTF-8 (Arrow, JSON and a terminal take it), always one line."""
-    raw = _raw(name)
-    out: list[str] = []
-    text = raw.decode("utf-8", "surrogateescape")
-    for char in text:
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, kept as a lone surrogate
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif char == "\\":
-            out.append("\\\\")
-        elif code < 0x20 or code == 0x7F or (0x80 <= code < 0xA0):
-            out.append("".join(f"\\x{b:02x}" for b in char.encode("utf-8")))
-        else:
-            out.append(char)
-    return "".join(out)
+    text = _raw(name).decode("utf-8", "surrogateescape")
+    if _TO_ESCAPE.search(text) is None:
+        return text
+    return _TO_ESCAPE.sub(_escape, text)
 
 
 def unescaped(text: str) -> bytes:
