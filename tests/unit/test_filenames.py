@@ -4,6 +4,8 @@ the page specifies it, reversible, and the one note an audit prints about odd na
 from __future__ import annotations
 
 import os
+import random
+import re
 
 import pytest
 
@@ -21,6 +23,9 @@ CASES = [
 ]
 
 
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 @pytest.mark.parametrize(("raw", "text", "odd"), CASES)
 def test_a_name_is_shown_as_the_page_says_and_given_back_exactly(raw, text, odd):
     assert shown(raw) == text
@@ -30,6 +35,19 @@ def test_a_name_is_shown_as_the_page_says_and_given_back_exactly(raw, text, odd)
     assert is_odd(raw) is odd
     assert text.isprintable() and "\n" not in text
     text.encode("utf-8")  # Arrow and JSON take it
+
+
+def test_every_byte_string_goes_there_and_back_printable():
+    # Random names over every byte but / and NUL, and multi-byte characters, C1 controls among
+    # them: the text is valid UTF-8 without a control character, and gives back the bytes.
+    rng = random.Random(47)
+    pieces = [bytes([b]) for b in range(1, 256) if b != 0x2F]
+    pieces += ["é".encode(), "\u0085".encode(), "€".encode(), "\U0001f4e7".encode()]
+    for _ in range(20_000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 10)))
+        text = shown(raw)
+        assert unescaped(text) == raw and shown(os.fsdecode(raw)) == text
+        assert text.encode("utf-8") and not CONTROL.search(text)
 
 
 def test_an_audit_says_how_many_odd_names_and_lists_the_first_three():
