@@ -53,6 +53,7 @@ def fingerprint(directory: str, segments: list[Any], spool: dict[str, int] | Non
 def load(spark: SparkSession, options: LogQueueOptions, common: AuditArgs) -> Loaded[LogQueueState]:
     """Every directory read and replayed (`frames.read_state`); objects: segment files and
     their whole records (a directory without any segment holds nothing to audit)."""
+    from mqforensics.systems.logqueue.columnar import kernel_note
     from mqforensics.systems.logqueue.frames import list_spool, read_state
 
     state = read_state(spark, options.dirs)
@@ -81,6 +82,9 @@ def load(spark: SparkSession, options: LogQueueOptions, common: AuditArgs) -> Lo
     later = dated_after(state, as_of)
     if later is not None:
         notes.append(later)
+    slower = kernel_note()  # the same answers, from the reference reader alone
+    if slower is not None:
+        notes.append(slower)
     return Loaded(
         frames=state,
         source=f"log queue(s) {', '.join(state.dirs)}",
