@@ -45,8 +45,8 @@ KERNEL = native.Kernel(
     "cyrus_twoskip",
     (Path(__file__).resolve().parent / "twoskip_kernel.c",),
     {
-        "mqf_twoskip_scan": (_I64, [_PTR, _I64, _I64, _I64, _I64, *[_PTR] * 9]),
-        "mqf_twoskip_walk": (_I64, [_PTR, _PTR, _PTR, _PTR, _I64, ctypes.c_uint64, _PTR, _PTR]),
+        "mqf_twoskip_scan": (_I64, [_PTR, _I64, _I64, _I64, _I64, *[_PTR] * 8]),
+        "mqf_twoskip_walk": (_I64, [_PTR, _PTR, _PTR, _I64, ctypes.c_uint64, _PTR, _PTR]),
         "mqf_twoskip_ordered": (_I64, [_PTR, *[_PTR] * 5, _I64, _I64, _I64, _PTR]),
         "mqf_twoskip_spans": (_I64, [*[_PTR] * 6, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
     },
@@ -77,18 +77,16 @@ class _Scan:
         return len(self.off)
 
 
-_COLUMNS = (np.int64, np.uint8, np.uint8, np.uint32, np.uint32, np.uint64, np.uint64)
+_COLUMNS = (np.int64, np.uint8, np.uint8, np.uint32, np.uint32, np.uint64)
 
 
 def _columns(cap: int) -> tuple[np.ndarray, ...]:
-    """Room for `cap` records: offset, type, level, key and value lengths, the two slots."""
+    """Room for `cap` records: offset, type, level, key and value lengths, successor."""
     return tuple(np.empty(cap, dtype) for dtype in _COLUMNS)
 
 
-def _scan(
-    lib: Any, buffer: Buffer, end: int, expected: int
-) -> tuple[_Scan, np.ndarray, np.ndarray] | None:
-    """Every record from offset 64 to `end` with both level-0 pointer slots, a window of the
+def _scan(lib: Any, buffer: Buffer, end: int, expected: int) -> tuple[_Scan, np.ndarray] | None:
+    """Every record from offset 64 to `end` with its level-0 successor, a window of the
     file at a time; None when the reference would report a problem. Room is made for the
     `expected` records (the header's count) and more is added only when a file holds more."""
     most = (end - twoskip.DUMMY_OFFSET) // MIN_RECORD + 1
@@ -117,10 +115,10 @@ def _scan(
         merged = tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
     if not len(merged[0]):
         return None
-    return _Scan(*merged[:5]), merged[5], merged[6]
+    return _Scan(*merged[:5]), merged[5]
 
 
-def _walk(lib: Any, buffer: Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.ndarray, end: int
+def _walk(lib: Any, buffer: Buffer, scan: _Scan, successor: np.ndarray, end: int
           ) -> np.ndarray | None:  # fmt: skip
     """The live records' indices in key order; None when the walk or the key order is not
     what a clean file gives (the reference then says what)."""
@@ -128,7 +126,7 @@ def _walk(lib: Any, buffer: Buffer, scan: _Scan, ptr0: np.ndarray, ptr1: np.ndar
     seen = np.zeros(n, np.uint8)
     order = np.empty(n, np.int64)
     count = lib.mqf_twoskip_walk(
-        _addr(scan.off), _addr(scan.type), _addr(ptr0), _addr(ptr1), n, end, _addr(seen),
+        _addr(scan.off), _addr(scan.type), _addr(successor), n, end, _addr(seen),
         _addr(order),
     )  # fmt: skip
     if count < 0:
@@ -227,10 +225,10 @@ def _read(lib: Any, buffer: Buffer, label: str, history: bool) -> TwoskipFile | 
     scanned = _scan(lib, buffer, end, header.num_records)
     if scanned is None:
         return None
-    scan, ptr0, ptr1 = scanned
-    del scanned  # the pointer slots are needed by the walk only
-    order = _walk(lib, buffer, scan, ptr0, ptr1, end)
-    del ptr0, ptr1
+    scan, successor = scanned
+    del scanned  # the successors are needed by the walk only
+    order = _walk(lib, buffer, scan, successor, end)
+    del successor
     if order is None:
         return None
     n = len(scan)

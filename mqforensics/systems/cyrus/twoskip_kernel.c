@@ -16,6 +16,8 @@ enum { T_DUMMY = 1, T_RECORD = 2, T_DELETE = 3, T_COMMIT = 4 };
 
 enum { OK = 0, ANOMALY = 1, FULL = 2 };
 
+#define NONE UINT64_MAX /* no level-0 successor below the end */
+
 static const uint8_t BLANK[8] = {' ', 'B', 'L', 'A', 'N', 'K', 0x07, 0xa0};
 
 static uint64_t be64(const uint8_t *p) {
@@ -42,13 +44,15 @@ static int type_code(uint8_t c) {
  * fewer than `cap` are written. A record is taken only when the reference would take it without
  * a problem: known type, level <= 31, inside `end`, both CRCs right; BLANK padding is skipped.
  * Writes per record its offset, type code (with EXT_* flags), level, key and value lengths and
- * both level-0 pointer slots (the second is `end` for a level-0 record, as _getloc treats it).
+ * its level-0 successor: for a DELETE its first pointer, else the slot _getloc picks (the one
+ * below `end`, the higher if both are; a level-0 record's second slot counts as `end`), or
+ * NONE when neither is below `end`.
  * Returns the count; `*next` is where scanning stopped and `*status` OK (reached `limit`),
  * FULL (`cap` reached) or ANOMALY (the reference reports a problem at `*next`). */
 int64_t mqf_twoskip_scan(const uint8_t *buf, int64_t end, int64_t start, int64_t limit,
                          int64_t cap, int64_t *off_out, uint8_t *type_out, uint8_t *level_out,
-                         uint32_t *klen_out, uint32_t *vlen_out, uint64_t *ptr0_out,
-                         uint64_t *ptr1_out, int64_t *next, int32_t *status) {
+                         uint32_t *klen_out, uint32_t *vlen_out, uint64_t *next_out,
+                         int64_t *next, int32_t *status) {
     int64_t off = start, n = 0;
     *status = OK;
     while (off < end && off < limit) {
@@ -116,8 +120,11 @@ int64_t mqf_twoskip_scan(const uint8_t *buf, int64_t end, int64_t start, int64_t
         level_out[n] = (uint8_t)level;
         klen_out[n] = (uint32_t)kl;
         vlen_out[n] = (uint32_t)vl;
-        ptr0_out[n] = be64(buf + p);
-        ptr1_out[n] = level >= 1 ? be64(buf + p + 8) : (uint64_t)end;
+        uint64_t a = be64(buf + p), b = level >= 1 ? be64(buf + p + 8) : (uint64_t)end;
+        uint64_t e = (uint64_t)end;
+        if (code == T_DELETE) next_out[n] = a;
+        else if (a < e) next_out[n] = (b >= e || a > b) ? a : b;
+        else next_out[n] = b < e ? b : NONE;
         n++;
         off = tail + padded;
     }
@@ -139,21 +146,18 @@ static int64_t find(const int64_t *off, int64_t n, uint64_t target, int64_t hint
     return -1;
 }
 
-/* The level-0 walk from the DUMMY (index 0) in key order, as twoskip._walk: of the two slots
- * the one below `end` (the higher if both are), through DELETEs by their first pointer. Writes
+/* The level-0 walk from the DUMMY (index 0) in key order, as twoskip._walk, along the
+ * successors the scan chose (`succ`), through DELETEs by their first pointer. Writes
  * the index of each live RECORD to `order` and returns how many, or -1 at anything the reference
  * reports (bad pointer, loop, a non-RECORD target). `seen` holds n zeroed bytes. Key order is
  * checked separately (mqf_twoskip_ordered) so the caller can bound the pages it touches. */
-int64_t mqf_twoskip_walk(const int64_t *off, const uint8_t *type, const uint64_t *ptr0,
-                         const uint64_t *ptr1, int64_t n, uint64_t end, uint8_t *seen,
-                         int64_t *order) {
+int64_t mqf_twoskip_walk(const int64_t *off, const uint8_t *type, const uint64_t *succ,
+                         int64_t n, uint64_t end, uint8_t *seen, int64_t *order) {
     if (n == 0 || off[0] != 64 || (type[0] & 0x0F) != T_DUMMY) return -1;
     int64_t count = 0, at = 0;
     for (;;) {
-        uint64_t a = ptr0[at], b = ptr1[at], nxt;
-        if (a < end) nxt = (b >= end || a > b) ? a : b;
-        else if (b < end) nxt = b;
-        else return -1;
+        uint64_t nxt = succ[at];
+        if (nxt == NONE) return -1;
         int64_t target = -1;
         while (nxt) {
             target = find(off, n, nxt, at + 1);
@@ -161,7 +165,7 @@ int64_t mqf_twoskip_walk(const int64_t *off, const uint8_t *type, const uint64_t
             if ((type[target] & 0x0F) != T_DELETE) break;
             seen[target] = 1;
             at = target;
-            nxt = ptr0[target];
+            nxt = succ[target];
             if (nxt >= end) return -1;
         }
         if (!nxt || target < 0) return count;
