@@ -45,8 +45,11 @@ KERNEL = native.Kernel(
     "cyrus_twoskip",
     (Path(__file__).resolve().parent / "twoskip_kernel.c",),
     {
-        "mqf_twoskip_scan": (_I64, [_PTR, _I64, _I64, _I64, _I64, *[_PTR] * 8]),
-        "mqf_twoskip_walk": (_I64, [_PTR, _PTR, _PTR, _I64, ctypes.c_uint64, _PTR, _PTR]),
+        "mqf_twoskip_scan": (_I64, [_PTR, _I64, _I64, _I64, _I64, *[_PTR] * 9]),
+        "mqf_twoskip_walk": (
+            _I64,
+            [_PTR, _PTR, _PTR, _I64, ctypes.c_uint64, _PTR, _PTR, _PTR, _I64],
+        ),
         "mqf_twoskip_ordered": (_I64, [_PTR, *[_PTR] * 5, _I64, _I64, _I64, _PTR]),
         "mqf_twoskip_spans": (_I64, [*[_PTR] * 6, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
     },
@@ -60,6 +63,7 @@ _OK, _ANOMALY, _FULL = 0, 1, 2
 _POINTERS = [struct.Struct(f">{n}Q") for n in range(1, MAXLEVEL + 2)]  # by level
 MIN_RECORD = 24  # a level-0 record with an empty key and value: head, one pointer, two CRCs
 
+WALK_STEPS = 1 << 20  # records walked between two releases of the pages touched
 SPARE = 1024  # room for records beyond the header's count before the columns grow
 
 
@@ -80,28 +84,48 @@ class _Scan:
 _COLUMNS = (np.int64, np.uint8, np.uint8, np.uint32, np.uint32, np.uint64)
 
 
-def _columns(cap: int) -> tuple[np.ndarray, ...]:
+def _columns(buffer: Buffer, cap: int) -> tuple[np.ndarray, ...]:
     """Room for `cap` records: offset, type, level, key and value lengths, successor."""
-    return tuple(np.empty(cap, dtype) for dtype in _COLUMNS)
+    return tuple(buffer.column(cap, dtype) for dtype in _COLUMNS)
 
 
-def _scan(lib: Any, buffer: Buffer, end: int, expected: int) -> tuple[_Scan, np.ndarray] | None:
-    """Every record from offset 64 to `end` with its level-0 successor, a window of the
-    file at a time; None when the reference would report a problem. Room is made for the
-    `expected` records (the header's count) and more is added only when a file holds more."""
+class _Tally:
+    """What the scan counted: records, DUMMYs, RECORDs, DELETEs, and at the last COMMIT the
+    RECORDs, the DELETEs and the records up to it."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(7, np.int64)
+
+    def __getattr__(self, name: str) -> int:
+        fields = ("count", "dummies", "records", "deletes", "committed_records",
+                  "committed_deletes", "committed_below")  # fmt: skip
+        if name not in fields:
+            raise AttributeError(name)
+        return int(self.values[fields.index(name)])
+
+
+def _scan(
+    lib: Any, buffer: Buffer, end: int, expected: int
+) -> tuple[_Scan, np.ndarray, _Tally] | None:
+    """Every record from offset 64 to `end` with its level-0 successor, a window of the file at
+    a time; None when the reference would report a problem. Room is made for the `expected`
+    records (the header's count) and more is added only when a file holds more; spilled
+    columns get room for the most records the file can hold (pages never written cost
+    nothing)."""
     most = (end - twoskip.DUMMY_OFFSET) // MIN_RECORD + 1
-    cap = min(most, max(expected, 0) + SPARE)
+    cap = most if buffer.spill else min(most, max(expected, 0) + SPARE)
     chunks: list[tuple[np.ndarray, ...]] = []
-    cols, filled = _columns(cap), 0
+    cols, filled = _columns(buffer, cap), 0
+    tally = _Tally()
     at = twoskip.DUMMY_OFFSET
     next_at, status = ctypes.c_int64(), ctypes.c_int32()
     while at < end:
         if filled == len(cols[0]):
             chunks.append(cols)
-            cols, filled = _columns(max(cap // 2, 1 << 16)), 0
+            cols, filled = _columns(buffer, max(cap // 2, 1 << 16)), 0
         n = lib.mqf_twoskip_scan(
             buffer.address, end, at, min(end, at + columns.WINDOW), len(cols[0]) - filled,
-            *(_addr(c) + filled * c.itemsize for c in cols),
+            *(_addr(c) + filled * c.itemsize for c in cols), _addr(tally.values),
             ctypes.byref(next_at), ctypes.byref(status),
         )  # fmt: skip
         buffer.release()
@@ -115,22 +139,29 @@ def _scan(lib: Any, buffer: Buffer, end: int, expected: int) -> tuple[_Scan, np.
         merged = tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
     if not len(merged[0]):
         return None
-    return _Scan(*merged[:5]), merged[5]
+    return _Scan(*merged[:5]), merged[5], tally
 
 
-def _walk(lib: Any, buffer: Buffer, scan: _Scan, successor: np.ndarray, end: int
-          ) -> np.ndarray | None:  # fmt: skip
-    """The live records' indices in key order; None when the walk or the key order is not
-    what a clean file gives (the reference then says what)."""
+def _walk(
+    lib: Any, buffer: Buffer, scan: _Scan, successor: np.ndarray, end: int
+) -> tuple[np.ndarray, int] | None:
+    """The live records' indices in key order and the highest of them; None when the walk or
+    the key order is not what a clean file gives (the reference then says what). Both passes
+    pause every `WALK_STEPS` records to release the pages they touched."""
     n = len(scan)
-    seen = np.zeros(n, np.uint8)
-    order = np.empty(n, np.int64)
-    count = lib.mqf_twoskip_walk(
-        _addr(scan.off), _addr(scan.type), _addr(successor), n, end, _addr(seen),
-        _addr(order),
-    )  # fmt: skip
-    if count < 0:
+    seen = buffer.column(n, np.uint8)
+    order = buffer.column(n, np.int64)
+    state = np.array([0, 0, -1], np.int64)
+    done = 1
+    while done == 1:
+        done = lib.mqf_twoskip_walk(
+            _addr(scan.off), _addr(scan.type), _addr(successor), n, end, _addr(seen),
+            _addr(order), _addr(state), WALK_STEPS,
+        )  # fmt: skip
+        buffer.release()
+    if done < 0:
         return None
+    count = int(state[1])
     order = order[:count]
     at, stopped = 1, ctypes.c_int64()
     while at < count:
@@ -142,7 +173,7 @@ def _walk(lib: Any, buffer: Buffer, scan: _Scan, successor: np.ndarray, end: int
         if bad >= 0:
             return None
         at = stopped.value
-    return order
+    return order, int(state[2])
 
 
 class _Rows(Rows):
@@ -222,15 +253,17 @@ def _read(lib: Any, buffer: Buffer, label: str, history: bool) -> TwoskipFile | 
     if header is None or not HEADER_SIZE <= header.current_size <= len(data):
         return None
     end = header.current_size
+    buffer.spill_if_large(header.num_records)
     scanned = _scan(lib, buffer, end, header.num_records)
     if scanned is None:
         return None
-    scan, successor = scanned
+    scan, successor, tally = scanned
     del scanned  # the successors are needed by the walk only
-    order = _walk(lib, buffer, scan, successor, end)
+    walked = _walk(lib, buffer, scan, successor, end)
     del successor
-    if order is None:
+    if walked is None:
         return None
+    order, highest = walked
     n = len(scan)
     if scan.type[n - 1] & 15 != COMMIT:
         problems.append(
@@ -246,29 +279,25 @@ def _read(lib: Any, buffer: Buffer, label: str, history: bool) -> TwoskipFile | 
     live = RecordsView(_Rows(lib, buffer, scan, order))
     past: Sequence[Record] = []
     if history:
-        past = _history(lib, buffer, scan, order, live, data, end, problems)
+        past = _history(lib, buffer, scan, (len(order), highest), tally, live, data, problems)
     return FastTwoskipFile(label, header, live, problems, past)
 
 
 def _history(
-    lib: Any, buffer: Buffer, scan: _Scan, order: np.ndarray, live: RecordsView,
-    data: Any, end: int, problems: list[Problem],
+    lib: Any, buffer: Buffer, scan: _Scan, walked: tuple[int, int], tally: _Tally,
+    live: RecordsView, data: Any, problems: list[Problem],
 ) -> Sequence[Record]:  # fmt: skip
     """The records in file order with their commit state. When every committed RECORD is live
     and nothing committed is a DELETE (a repacked file), the reference's replay is the file
-    order itself and reaches the live records; otherwise the reference replays `Record`s."""
-    codes = scan.type & 15
-    commits = np.flatnonzero(codes == COMMIT)
-    committed_below = int(commits[-1]) + 1 if len(commits) else 0
-    done = codes[:committed_below]
+    order itself and reaches the live records; otherwise the reference replays `Record`s.
+    `walked` is how many records are live and the highest index among them."""
+    count, highest = walked
+    below = tally.committed_below
     rows = _Rows(lib, buffer, scan, None)
-    single_dummy = int((codes == DUMMY).sum()) == 1
-    all_live = int((done == RECORD).sum()) == len(order) and (
-        len(order) == 0 or int(order.max()) < committed_below
-    )
-    if committed_below and single_dummy and all_live and not (done == DELETE).any():
-        return RecordsView(rows, committed_below)
-    past, state = twoskip._history(data, list(RecordsView(rows)), end)
+    all_live = tally.committed_records == count and highest < below
+    if below and tally.dummies == 1 and all_live and not tally.committed_deletes:
+        return RecordsView(rows, below)
+    past, state = twoskip._history(data, list(RecordsView(rows)), len(data))
     if not problems and state != {r.key: r.value for r in live}:
         problems.append(Problem("history_unresolved", 0, "commit replay differs from live records"))
     return past

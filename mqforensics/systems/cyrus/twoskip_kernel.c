@@ -47,12 +47,14 @@ static int type_code(uint8_t c) {
  * its level-0 successor: for a DELETE its first pointer, else the slot _getloc picks (the one
  * below `end`, the higher if both are; a level-0 record's second slot counts as `end`), or
  * NONE when neither is below `end`.
+ * `tally` (kept across calls) counts records, DUMMYs, RECORDs and DELETEs, and at the last
+ * COMMIT the RECORDs, the DELETEs and the records up to it.
  * Returns the count; `*next` is where scanning stopped and `*status` OK (reached `limit`),
  * FULL (`cap` reached) or ANOMALY (the reference reports a problem at `*next`). */
 int64_t mqf_twoskip_scan(const uint8_t *buf, int64_t end, int64_t start, int64_t limit,
                          int64_t cap, int64_t *off_out, uint8_t *type_out, uint8_t *level_out,
                          uint32_t *klen_out, uint32_t *vlen_out, uint64_t *next_out,
-                         int64_t *next, int32_t *status) {
+                         int64_t *tally, int64_t *next, int32_t *status) {
     int64_t off = start, n = 0;
     *status = OK;
     while (off < end && off < limit) {
@@ -126,6 +128,15 @@ int64_t mqf_twoskip_scan(const uint8_t *buf, int64_t end, int64_t start, int64_t
         else if (a < e) next_out[n] = (b >= e || a > b) ? a : b;
         else next_out[n] = b < e ? b : NONE;
         n++;
+        tally[0]++;
+        if (code == T_DUMMY) tally[1]++;
+        else if (code == T_RECORD) tally[2]++;
+        else if (code == T_DELETE) tally[3]++;
+        else {
+            tally[4] = tally[2];
+            tally[5] = tally[3];
+            tally[6] = tally[0];
+        }
         off = tail + padded;
     }
     *next = off;
@@ -148,14 +159,22 @@ static int64_t find(const int64_t *off, int64_t n, uint64_t target, int64_t hint
 
 /* The level-0 walk from the DUMMY (index 0) in key order, as twoskip._walk, along the
  * successors the scan chose (`succ`), through DELETEs by their first pointer. Writes
- * the index of each live RECORD to `order` and returns how many, or -1 at anything the reference
- * reports (bad pointer, loop, a non-RECORD target). `seen` holds n zeroed bytes. Key order is
- * checked separately (mqf_twoskip_ordered) so the caller can bound the pages it touches. */
+ * the index of each live RECORD to `order`; returns 0 when done, 1 after `steps` records (call
+ * again to go on), -1 at anything the reference reports (bad pointer, loop, a non-RECORD
+ * target). `state` holds where it is, how many it wrote and the highest index written (start
+ * with 0, 0, -1); `seen` holds n zeroed bytes. Key order is checked separately
+ * (mqf_twoskip_ordered). Both pause so the caller can release the pages they touched. */
 int64_t mqf_twoskip_walk(const int64_t *off, const uint8_t *type, const uint64_t *succ,
-                         int64_t n, uint64_t end, uint8_t *seen, int64_t *order) {
-    if (n == 0 || off[0] != 64 || (type[0] & 0x0F) != T_DUMMY) return -1;
-    int64_t count = 0, at = 0;
-    for (;;) {
+                         int64_t n, uint64_t end, uint8_t *seen, int64_t *order, int64_t *state,
+                         int64_t steps) {
+    int64_t at = state[0], count = state[1];
+    if (count == 0 && (n == 0 || off[0] != 64 || (type[0] & 0x0F) != T_DUMMY)) return -1;
+    for (;; steps--) {
+        if (steps <= 0) {
+            state[0] = at;
+            state[1] = count;
+            return 1;
+        }
         uint64_t nxt = succ[at];
         if (nxt == NONE) return -1;
         int64_t target = -1;
@@ -168,10 +187,14 @@ int64_t mqf_twoskip_walk(const int64_t *off, const uint8_t *type, const uint64_t
             nxt = succ[target];
             if (nxt >= end) return -1;
         }
-        if (!nxt || target < 0) return count;
+        if (!nxt || target < 0) {
+            state[1] = count;
+            return 0;
+        }
         seen[target] = 1;
         if ((type[target] & 0x0F) != T_RECORD) return -1;
         order[count++] = target;
+        if (target > state[2]) state[2] = target;
         at = target;
     }
 }

@@ -6,6 +6,7 @@ fixed seed; and without the kernel (``MQF_NATIVE=off``) it is the reference itse
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 import zlib
@@ -325,3 +326,19 @@ def test_columns_grow_past_the_header_count(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(columns, "WINDOW", 256)
     took = [_same(data) for data in written()]
     assert sum(took) >= len(took) - 2
+
+
+def test_spilled_columns_and_a_paused_walk_equal_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "SPILL_BYTES", 0)
+    monkeypatch.setattr(twoskip_fast, "WALK_STEPS", 3)
+    monkeypatch.setattr(columns, "BATCH", 5)
+    for i, data in enumerate([p.read_bytes() for p in BUNDLED] + written()[1:]):
+        path = tmp_path / f"{i}.db"
+        path.write_bytes(data)
+        fast = twoskip_fast.read(path, history=True)
+        assert isinstance(fast, twoskip_fast.FastTwoskipFile)
+        assert fast.records.rows.buffer.spill  # type: ignore[attr-defined]
+        by_path = functools.partial(lambda d, p, **k: twoskip_fast.read(p, **k), p=path)
+        assert _answer(by_path, data, True) == _answer(twoskip.read, data, True)
