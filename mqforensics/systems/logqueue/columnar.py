@@ -22,7 +22,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -115,14 +114,15 @@ def kernel_note() -> str | None:
 
 @dataclass
 class Columns:
-    """One batch of whole records of one segment: header fields as numpy arrays (unsigned, as
-    the format stores them), the message id as UUID text and the payload as JSON text."""
+    """One batch of whole records of one segment: header fields as numpy arrays (`time_us` and
+    `ref_segment` unsigned, as the format stores them), the message id as UUID text and the
+    payload as JSON text."""
 
     offset: np.ndarray  # int64
-    type: np.ndarray  # uint8
+    type: np.ndarray  # int32
     time_us: np.ndarray  # uint64
     ref_segment: np.ndarray  # uint32
-    ref_offset: np.ndarray  # uint32
+    ref_offset: np.ndarray  # int64
     size: np.ndarray  # int64
     message_id: pa.StringArray
     values: pa.StringArray
@@ -137,13 +137,14 @@ class _Batch:
     def __init__(self, rows: int, json_bytes: int) -> None:
         self.cap, self.rows = rows, 0
         self.offset = np.empty(rows, np.int64)
-        self.type = np.empty(rows, np.uint8)
+        self.type = np.empty(rows, np.int32)
         self.time_us = np.empty(rows, np.uint64)
         self.ref_segment = np.empty(rows, np.uint32)
-        self.ref_offset = np.empty(rows, np.uint32)
+        self.ref_offset = np.empty(rows, np.int64)
         self.size = np.empty(rows, np.int64)
         self.mid = np.empty(rows * UUID_TEXT, np.uint8)
-        self.json_offsets = np.zeros(rows + 1, np.int32)
+        self.json_offsets = np.empty(rows + 1, np.int32)
+        self.json_offsets[0] = 0
         self.json = np.empty(json_bytes, np.uint8)
 
     def pointers(self) -> tuple[int, ...]:
@@ -217,6 +218,8 @@ class ColumnarSegment:
         data, end = self.data, len(self.data)
         lib = native.load(KERNEL)
         json_bytes = min(BATCH_JSON, 8 * end + 1024)
+        # No more records than whole headers fit in the file: no larger arrays than that.
+        rows = max(1, min(rows, end // fmt.RECORD_HEADER_SIZE + 1))
         batch = _Batch(rows, json_bytes) if emit else None
         state = np.zeros(5, np.int64)
         nothing = (None,) * 9
@@ -262,7 +265,16 @@ class ColumnarSegment:
 # --- the records source's Arrow batches ----------------------------------------------------------
 
 
-_TYPE_NAMES = pa.array([fmt.type_name(code) for code in range(256)], pa.string())
+# Built from buffers, never with `pa.array`, which imports pandas (its memory would be the
+# reader's in every process that runs it).
+def _text(items: list[bytes]) -> pa.StringArray:
+    offsets = np.cumsum([0, *map(len, items)], dtype=np.int32)
+    return pa.StringArray.from_buffers(
+        len(items), pa.py_buffer(offsets), pa.py_buffer(b"".join(items))
+    )
+
+
+_TYPE_NAMES = _text([fmt.type_name(code).encode("ascii") for code in range(256)])
 
 
 def _same_text(text: str, rows: int) -> pa.Array:
@@ -271,29 +283,33 @@ def _same_text(text: str, rows: int) -> pa.Array:
     return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(raw * rows))
 
 
-def _below(values: np.ndarray, limit: int, dtype: type[np.signedinteger[Any]]) -> pa.Array:
-    """`values` as `dtype`, null where above `limit` (the column's type cannot hold them)."""
-    over = values > limit
-    return pa.array(values.astype(dtype), mask=over if over.any() else None)
+def _numbers(values: np.ndarray, kind: pa.DataType, null: np.ndarray | None = None) -> pa.Array:
+    """`values` (contiguous, of `kind`'s width) as an Arrow array, null where `null` says."""
+    validity = None
+    if null is not None and null.any():
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    return pa.Array.from_buffers(kind, len(values), [validity, pa.py_buffer(values)])
 
 
 def columns_batch(queue: str, name: str, segment: int | None, cols: Columns) -> pa.RecordBatch:
     """One `RECORDS_ARROW` batch of one segment's `Columns`: `queue` and `name` (the file's) in
-    every row."""
+    every row. A ``u64`` time above 2^63-1 or a ``u32`` segment above 2^31-1 is null."""
     n = len(cols)
     number = fits(segment, INT32_MAX)
+    kind = pa.int32()
+    types = _numbers(cols.type, kind)
     arrays = [
         _same_text(queue, n),
         _same_text(name, n),
-        pa.nulls(n, pa.int32()) if number is None else pa.array(np.full(n, number, np.int32)),
-        pa.array(cols.offset),
-        pa.array(cols.type.astype(np.int32)),
-        _TYPE_NAMES.take(pa.array(cols.type)),
-        _below(cols.time_us, INT64_MAX, np.int64),
+        pa.nulls(n, kind) if number is None else _numbers(np.full(n, number, np.int32), kind),
+        _numbers(cols.offset, pa.int64()),
+        types,
+        _TYPE_NAMES.take(types),
+        _numbers(cols.time_us.view(np.int64), pa.int64(), cols.time_us > INT64_MAX),
         cols.message_id,
-        _below(cols.ref_segment, INT32_MAX, np.int32),
-        pa.array(cols.ref_offset.astype(np.int64)),
-        pa.array(cols.size),
+        _numbers(cols.ref_segment.view(np.int32), kind, cols.ref_segment > INT32_MAX),
+        _numbers(cols.ref_offset, pa.int64()),
+        _numbers(cols.size, pa.int64()),
         cols.values,
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=RECORDS_ARROW)

@@ -163,14 +163,33 @@ static void put_u_escape(out_t *w, uint32_t unit) {
     put(w, e, 6);
 }
 
+/* 1 for the bytes json.dumps copies as they are (printable ASCII but for `"` and `\`). */
+static const uint8_t plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 /* A validated UTF-8 string as json.dumps writes it with ensure_ascii. */
 static void put_str(out_t *w, const uint8_t *s, uint32_t n) {
     put(w, "\"", 1);
     uint32_t i = 0;
     while (i < n) {
         uint32_t run = i;
-        while (run < n && s[run] >= 0x20 && s[run] <= 0x7E && s[run] != '"' && s[run] != '\\')
-            run++;
+        while (run < n && plain[s[run]]) run++;
         put(w, s + i, run - i);
         i = run;
         if (i >= n) break;
@@ -282,8 +301,8 @@ static void put_uuid(uint8_t *o, const uint8_t *m) {
 
 void lq_scan(const uint8_t *buf, int64_t len, const uint8_t *nfields, const uint8_t *kinds,
              const uint8_t *order, const int32_t *key_start, const int32_t *key_len,
-             const uint8_t *keys, int64_t rows_cap, int64_t *offset, uint8_t *type,
-             uint64_t *time_us, uint32_t *ref_segment, uint32_t *ref_offset, int64_t *size,
+             const uint8_t *keys, int64_t rows_cap, int64_t *offset, int32_t *type,
+             uint64_t *time_us, uint32_t *ref_segment, int64_t *ref_offset, int64_t *size,
              uint8_t *mid_text, int32_t *json_offsets, uint8_t *json, int64_t json_cap,
              int64_t *state) {
     spec_t spec = {nfields, kinds, order, key_start, key_len, keys};
