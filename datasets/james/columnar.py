@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import random
 from concurrent.futures import ProcessPoolExecutor
@@ -121,7 +122,7 @@ def _offsets(counts: np.ndarray) -> pa.Array:
 
 
 def _entries(
-    plan: Any, q: Any, drawn: Any, d: _Draws, schema: pa.Schema
+    q: gen._Queue, drawn: gen._Drawn, d: _Draws, schema: pa.Schema
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """The chunk's view rows (the reference's `_normal_chunk` and `_base_row`), and the
     address index of each row's recipients and sender."""
@@ -193,7 +194,12 @@ def _entries(
 
 
 def _inventory(
-    q: Any, drawn: Any, d: _Draws, rows: np.ndarray, recipient: np.ndarray, sender: np.ndarray
+    q: gen._Queue,
+    drawn: gen._Drawn,
+    d: _Draws,
+    rows: np.ndarray,
+    recipient: np.ndarray,
+    sender: np.ndarray,
 ) -> list[tuple[str, int, int, str]]:
     """(key, size, last_modified ms, md5) of the header and body objects of `rows`."""
     out = []
@@ -256,7 +262,7 @@ def _write_chunk(
     drawn = gen._draw_chunk(plan, q, chunk, start, n)
     with_blobs = drawn.live & blobs
     d = _replay(f"james-{spec.seed}-{q.index}-{chunk}", n, with_blobs, q.name)
-    table, recipient, sender = _entries(plan, q, drawn, d, schemas["entries"])
+    table, recipient, sender = _entries(q, drawn, d, schemas["entries"])
     gen._write_part(out, f"enqueuedmails{spec.table_version}", index, table)
     consumed = ~drawn.live
     if consumed.any():
@@ -315,8 +321,6 @@ def write_parquet(
 
 def _write_rest(plan: Any, out: Path, index: int, blobs: bool) -> None:
     """The planted rows (the reference's last chunk), the small tables and snapshot.json."""
-    import json
-
     spec = plan.spec
     schemas = gen._arrow_schemas()
     planted = gen._rows_to_columns(plan.planted_rows)
