@@ -16,7 +16,9 @@ file stays within `WINDOW` bytes and what grows with the file is 34 bytes of arr
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import itertools
 import mmap
 import struct
 from collections.abc import Iterator, Sequence
@@ -179,9 +181,13 @@ def _walk(
 class _Rows(Rows):
     """Records of the scan: `index` gives which, in which order (None: all, in file order)."""
 
-    def __init__(self, lib: Any, buffer: Buffer, scan: _Scan, index: np.ndarray | None) -> None:
+    def __init__(
+        self, lib: Any, buffer: Buffer, scan: _Scan, index: np.ndarray | None,
+        deleted: dict[int, bytes] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(buffer, len(scan) if index is None else len(index))
         self.lib, self.scan, self.index = lib, scan, index
+        self.deleted = deleted or {}  # a history's committed DELETEs: row -> the key removed
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         if self.index is None:
@@ -216,7 +222,7 @@ class _Rows(Rows):
         committed = [True] * max(0, min(len(keys), committed_below - start))
         committed += [False] * (len(keys) - len(committed))
         new, pointers = tuple.__new__, _POINTERS  # a Record without the named tuple's __new__
-        return [
+        out = [
             new(Record, (
                 off, kind, level, data[k:m], data[m:e],
                 pointers[level].unpack_from(data, k - 8 - 8 * (level + 1)),
@@ -226,6 +232,11 @@ class _Rows(Rows):
                 offs, types, levels, keys, mids, ends, committed, strict=True
             )
         ]  # fmt: skip
+        if self.deleted:
+            for i, row in enumerate(rows.tolist()):
+                if row in self.deleted:
+                    out[i] = out[i]._replace(key=self.deleted[row], value=b"")
+        return out
 
 
 def read(
@@ -297,7 +308,109 @@ def _history(
     all_live = tally.committed_records == count and highest < below
     if below and tally.dummies == 1 and all_live and not tally.committed_deletes:
         return RecordsView(rows, below)
+    if tally.dummies == 1 and scan.off[0] == twoskip.DUMMY_OFFSET:
+        deleted, reached = _replay(lib, buffer, scan, below, live)
+        if not problems and not reached:
+            problems.append(
+                Problem("history_unresolved", 0, "commit replay differs from live records")
+            )
+        # The DUMMY is committed even when no COMMIT follows it (the reference emits it as met).
+        return RecordsView(_Rows(lib, buffer, scan, None, deleted), max(below, 1))
     past, state = twoskip._history(data, list(RecordsView(rows)), len(data))
     if not problems and state != {r.key: r.value for r in live}:
         problems.append(Problem("history_unresolved", 0, "commit replay differs from live records"))
     return past
+
+
+def _replay(
+    lib: Any, buffer: Buffer, scan: _Scan, below: int, live: RecordsView
+) -> tuple[dict[int, bytes], bool]:
+    """`twoskip._history`'s commit replay over the columns, holding keys and row numbers
+    rather than `Record`s: the key each committed DELETE removed (by row), and whether the
+    replay reaches the live records. With one DUMMY, first, the reference's output is the file
+    order, so only the DELETEs' keys differ from the records themselves."""
+    data = buffer.data
+    state: dict[bytes, int] = {}  # key -> the row holding its value
+    deleted: dict[int, bytes] = {}
+    rows = _Rows(lib, buffer, scan, None)
+    keys, resume = _base(scan, data, rows, below)
+    state.update(zip(keys, range(1, len(keys) + 1), strict=True))
+    for start, starts, ends, _, _ in rows.spans(resume, below):
+        codes = (scan.type[start : start + len(starts)] & 15).tolist()
+        for i, (code, k, e) in enumerate(zip(codes, starts, ends, strict=True)):
+            row = start + i
+            if code == RECORD:
+                key = data[k:e]
+                if key not in state:
+                    bisect.insort(keys, key)
+                state[key] = row
+            elif code == DELETE:
+                removed = b""
+                if keys:
+                    successor = _key_at_offset(scan, data, _first_pointer(scan, data, row))
+                    at = bisect.bisect_left(keys, successor) - 1 if successor is not None else -1
+                    at = at if successor is not None else len(keys) - 1
+                    if at >= 0:
+                        removed = keys.pop(at)
+                        del state[removed]
+                deleted[row] = removed
+    return deleted, _reaches(state, live, data, scan, rows)
+
+
+def _base(scan: _Scan, data: Any, rows: _Rows, below: int) -> tuple[list[bytes], int]:
+    """The keys of the first transaction's records (rows 1 on), and the row the replay goes on
+    from, when that transaction holds RECORDs only with keys ascending (a repacked file's
+    base): replaying it inserts each key in turn at the end. Else no keys, and row 0."""
+    codes = scan.type[:below] & 15
+    commits = np.flatnonzero(codes == COMMIT)
+    if not len(commits) or not (codes[1 : commits[0]] == RECORD).all():
+        return [], 0
+    keys: list[bytes] = []
+    for _, starts, ends, _, _ in rows.spans(1, int(commits[0])):
+        keys += [data[k:e] for k, e in zip(starts, ends, strict=True)]
+    if any(a >= b for a, b in itertools.pairwise(keys)):
+        return [], 0
+    return keys, int(commits[0])
+
+
+def _first_pointer(scan: _Scan, data: Any, row: int) -> int:
+    t = int(scan.type[row])
+    at = int(scan.off[row]) + 8 + (8 if t & EXT_KEY else 0) + (8 if t & EXT_VALUE else 0)
+    return int(_POINTERS[0].unpack_from(data, at)[0])
+
+
+def _key_at_offset(scan: _Scan, data: Any, offset: int) -> bytes | None:
+    """The key of the record at `offset` (any type), or None when no record starts there."""
+    row = int(np.searchsorted(scan.off, offset))
+    if row >= len(scan) or int(scan.off[row]) != offset:
+        return None
+    t, level = int(scan.type[row]), int(scan.level[row])
+    ext = (8 if t & EXT_KEY else 0) + (8 if t & EXT_VALUE else 0)
+    key = int(scan.off[row]) + 8 + ext + 8 * (level + 1) + 8
+    return bytes(data[key : key + int(scan.klen[row])])
+
+
+def _reaches(
+    state: dict[bytes, int], live: RecordsView, data: Any, scan: _Scan, rows: _Rows
+) -> bool:
+    """Whether the replayed state holds exactly the live keys with their values (the same
+    record, or another one whose value is equal)."""
+    if len(state) != len(live):
+        return False
+    for start, starts, ends, values, value_ends in live.rows.spans():
+        index = live.rows.rows(start, start + len(starts))  # type: ignore[attr-defined]
+        for row, k, e, v, ve in zip(index.tolist(), starts, ends, values, value_ends, strict=True):
+            held = state.get(data[k:e])
+            if held is None:
+                return False
+            if held != row and _value(scan, data, held) != data[v:ve]:
+                return False
+    return True
+
+
+def _value(scan: _Scan, data: Any, row: int) -> bytes:
+    t, level = int(scan.type[row]), int(scan.level[row])
+    ext = (8 if t & EXT_KEY else 0) + (8 if t & EXT_VALUE else 0)
+    key = int(scan.off[row]) + 8 + ext + 8 * (level + 1) + 8
+    value = key + int(scan.klen[row])
+    return bytes(data[value : value + int(scan.vlen[row])])
