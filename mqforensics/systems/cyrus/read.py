@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mqforensics.filenames import is_odd, odd_names_note, shown
 from mqforensics.spec import AuditArgs, Loaded
-from mqforensics.systems.cyrus import pseudonyms
+from mqforensics.systems.cyrus import pseudonyms, skiplist_fast, twoskip_fast
 from mqforensics.systems.cyrus.database import checked_paths
 from mqforensics.systems.cyrus.frames import CyrusFrames
 from mqforensics.systems.cyrus.options import CyrusOptions, Settings
@@ -61,6 +61,11 @@ def load(spark: SparkSession, options: CyrusOptions, common: AuditArgs) -> Loade
     odd = odd_names_note([shown(path) for path in given if is_odd(path)])
     if odd is not None:
         notes.append(odd)
+    formats = {f["format"] for f in files}
+    for kind, reader in (("twoskip", twoskip_fast), ("skiplist", skiplist_fast)):
+        slower = reader.kernel_note() if kind in formats else None  # same answers, slower
+        if slower is not None:
+            notes.append(slower)
     return Loaded(
         frames=frames,
         source=", ".join(paths),

@@ -35,7 +35,7 @@ from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.skiplist import DUMMY_OFFSET, HEADER_SIZE, MAGIC
 from mqforensics.systems.cyrus.twoskip import Record, TwoskipFile
 
-__all__ = ["KERNEL", "FastSkiplistFile", "read"]
+__all__ = ["KERNEL", "FastSkiplistFile", "kernel_note", "read"]
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 KERNEL = native.Kernel(
@@ -152,6 +152,12 @@ class _Rows(Rows):
                 length = first + 4 * count + 4 - off
                 out.append(Record(off, kind, count, data[k:ke], data[v:ve], pointers, length))
         return out
+
+
+def kernel_note() -> str | None:
+    """None when the kernel is in use, else why the reference reads every skiplist file."""
+    reason = native.unavailable(KERNEL)
+    return None if reason is None else f"skiplist files read by the reference reader: {reason}"
 
 
 def read(

@@ -239,6 +239,12 @@ class _Rows(Rows):
         return out
 
 
+def kernel_note() -> str | None:
+    """None when the kernel is in use, else why the reference reads every twoskip file."""
+    reason = native.unavailable(KERNEL)
+    return None if reason is None else f"twoskip files read by the reference reader: {reason}"
+
+
 def read(
     source: bytes | str | Path | mmap.mmap, *, history: bool = False, name: str | None = None
 ) -> TwoskipFile:

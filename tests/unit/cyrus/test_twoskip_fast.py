@@ -7,6 +7,7 @@ fixed seed; and without the kernel (``MQF_NATIVE=off``) it is the reference itse
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 import struct
 import zlib
@@ -301,13 +302,20 @@ def test_read_database_equals_the_reference(tmp_path: Path) -> None:
     db = read_database(path)
     ref = twoskip.read(path.read_bytes(), history=True)
     assert db.format == "twoskip" and db.size == path.stat().st_size
+    assert db.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert list(db.items or ()) == ref.items() and list(db.history) == ref.history
     assert tuple(db.problems) == tuple(ref.problems)
 
 
-def test_without_the_kernel_the_reference_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_kernel_the_reference_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = BUNDLED[0].read_bytes()
+    path = tmp_path / "mailboxes.db"
+    path.write_bytes(data)
     fast = _answer(twoskip_fast.read, data, True)
+    loaded = read_database(path)
+    assert twoskip_fast.kernel_note() is None
     monkeypatch.setenv("MQF_NATIVE", "off")
     native.forget()
     try:
@@ -316,6 +324,16 @@ def test_without_the_kernel_the_reference_answers(monkeypatch: pytest.MonkeyPatc
         assert not isinstance(parsed, twoskip_fast.FastTwoskipFile)
         assert _answer(twoskip_fast.read, data, True) == fast
         assert _answer(twoskip.read, data, True) == fast
+        assert twoskip_fast.kernel_note() == (
+            "twoskip files read by the reference reader: MQF_NATIVE is off"
+        )
+        again = read_database(path)
+        assert (list(again.items or ()), list(again.history), tuple(again.problems)) == (
+            list(loaded.items or ()),
+            list(loaded.history),
+            tuple(loaded.problems),
+        )
+        assert (again.size, again.sha256) == (loaded.size, loaded.sha256)
     finally:
         monkeypatch.delenv("MQF_NATIVE")
         native.forget()
