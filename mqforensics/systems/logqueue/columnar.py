@@ -198,6 +198,7 @@ class ColumnarSegment:
     records: int = 0
 
     def __post_init__(self) -> None:
+        self.data = bytes(self.data)  # the kernel reads a bytes object's own buffer (no copy)
         self.header, self.number, self.problems = read_head(self.data, self.source)
 
     @property
