@@ -9,9 +9,12 @@ of order, a file shorter than its header says) the whole file goes to the refere
 what is wrong and where. Without the kernel (no compiler, ``MQF_NATIVE=off``) it is the
 reference too.
 
-A path is mapped read-only (`mmap`) rather than read: the scan, the key-order check and every
-iteration release the pages they are done with (``MADV_DONTNEED``), so the resident part of the
-file stays within `WINDOW` bytes and what grows with the file is 34 bytes of arrays per record.
+A path is mapped read-only (`mmap`) rather than read: the scan, the walk, the key-order check
+and every iteration release the pages they are done with (``MADV_DONTNEED``), so the resident
+part of the file stays within `columns.WINDOW` bytes; the columns take about 35 bytes a record,
+and a large file keeps them in temporary files released the same way (`Buffer.spill_if_large`),
+so memory does not grow with the file. A history past the last repack is replayed over keys
+(`_replay`), which does hold every key.
 """
 
 from __future__ import annotations
