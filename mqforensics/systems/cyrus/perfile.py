@@ -18,7 +18,7 @@ from mqforensics.spark import computed
 from mqforensics.systems.cyrus import dbchecks
 from mqforensics.systems.cyrus.database import Database, entries_from_json
 from mqforensics.systems.cyrus.problems import Problem
-from mqforensics.systems.cyrus.twoskip import Record
+from mqforensics.systems.cyrus.twoskip import Record, no_cycle_collection
 
 if TYPE_CHECKING:
     import pyarrow
@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
 def database_of(row: dict[str, Any]) -> Database:
     """The `Database` a `frames.READ` row was read from (history without values or pointers,
-    which no check reads)."""
+    which no check reads), built with the cyclic garbage collector paused (`fleet.read_row`)."""
+    with no_cycle_collection():
+        return _database_of(row)
+
+
+def _database_of(row: dict[str, Any]) -> Database:
     items = row["items"]
     given = row["given_entries"]
     return Database(

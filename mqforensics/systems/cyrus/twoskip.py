@@ -367,6 +367,10 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+# Public for the readers' consumers that build a row of a whole file (`fleet.read_row`).
+no_cycle_collection = _no_cycle_collection
+
+
 def read(
     source: bytes | str | Path, *, history: bool = False, name: str | None = None
 ) -> TwoskipFile:
