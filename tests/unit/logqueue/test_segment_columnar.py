@@ -211,3 +211,23 @@ def test_without_the_kernel_the_reference_answers(monkeypatch: pytest.MonkeyPatc
         monkeypatch.delenv("MQF_NATIVE")
         native.forget()
     assert columnar.kernel_note() is None
+
+
+def test_through_spark_numbers_too_large_for_their_columns_are_null(spark, tmp_path) -> None:
+    # Arrow batches with nulls (validity bitmaps) reach Spark's rows as the reference's tuples.
+    rng = random.Random(SEED + 3)
+    queue = tmp_path / "q"
+    queue.mkdir()
+    for number in (1, 2):
+        (queue / fmt.segment_name(number)).write_bytes(_segment(rng, number, 300))
+    rows = [tuple(r) for r in fleet.read_records(spark, [queue]).collect()]
+    expected = [
+        row
+        for number in (1, 2)
+        for row in _rows_of_reference(
+            (queue / fmt.segment_name(number)).read_bytes(), str(queue / fmt.segment_name(number))
+        )
+    ]
+    expected = [(str(queue.resolve()), *row[1:]) for row in expected]
+    assert sorted(rows, key=repr) == sorted(expected, key=repr)
+    assert any(r[6] is None for r in rows) and any(r[8] is None for r in rows)
