@@ -5,7 +5,7 @@ against the same checks in pandas (`bench.james_pandas`).
     python -m bench.james_audit measure ours --snapshot DIR    # one subject (a child process)
 
 Snapshots come from the project's generator (`datasets.james.columnar.write_parquet`, the
-vectorised writer of the row-by-row generator's tables, in `GENERATOR_WORKERS` processes; the
+vectorised writer of the row-by-row generator's tables, `GENERATOR_WORKERS` processes; the
 planted anomalies of the bundled sample, a blob inventory instead of blob files) and are cached
 under ``~/.cache/mqforensics/bench/`` (100M entries: about 12 GB). Every subject runs in a
 fresh process; Spark subjects get the same fixed driver heap (`DRIVER_MEMORY`) at every size, so
@@ -50,7 +50,9 @@ CACHE = Path(os.environ.get("MQF_BENCH_CACHE") or Path.home() / ".cache" / "mqfo
 # the row-by-row generator's tables, so its snapshots keep version 1.
 GENERATOR_VERSION = "1"
 CHUNK_ROWS = 200_000  # normal rows per part file (and per chunk of the generator's seeds)
-GENERATOR_WORKERS = 2  # processes writing chunks (at most the machine's cores)
+# Processes writing chunks. One: on the shared 2-core machine two were slower (10M entries:
+# 75.5 s against 42.0 s, 2026-12-06), the two getting less CPU time together than one alone.
+GENERATOR_WORKERS = 1
 TABLES = (
     "enqueuedmailsv4.parquet", "deletedmailsv2.parquet", "browsestart.parquet",
     "contentstart.parquet", "eventstore.parquet", "blob_inventory.parquet",

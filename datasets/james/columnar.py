@@ -303,6 +303,9 @@ def write_parquet(
             tasks.append((q.index, chunk, start, min(size, q.normal_count - start)))
     arguments = [(out, index, *task, blobs) for index, task in enumerate(tasks)]
     if workers > 1:
+        # pyarrow's first `take` imports pandas (about a second): once here, before the
+        # workers are forked, rather than in each of them.
+        _constant("", 1, pa.string())
         with ProcessPoolExecutor(workers, initializer=_set_plan, initargs=(plan,)) as pool:
             for done in [pool.submit(_write_chunk, *a) for a in arguments]:
                 done.result()
