@@ -27,7 +27,7 @@ from typing import Any
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.filenames import shown
-from mqforensics.systems.cyrus import dumps, records, skiplist_fast, twoskip, twoskip_fast
+from mqforensics.systems.cyrus import dumps, records, twoskip
 from mqforensics.systems.cyrus.problems import Problem
 from mqforensics.systems.cyrus.records import MailboxEntry
 from mqforensics.systems.cyrus.twoskip import Record, TwoskipFile
@@ -142,6 +142,10 @@ def read_database(path: Path) -> Database:
     ``source`` is the path's escaped text (`filenames.shown`). A twoskip file is mapped, not
     read (`twoskip_fast`, `skiplist_fast`): its records stay in the file until a check iterates
     them."""
+    # The fast readers import numpy: only when a binary file is read, not when the command
+    # line's parser loads this module (tests/unit/test_cli_startup.py).
+    from mqforensics.systems.cyrus import skiplist_fast, twoskip_fast
+
     check_file(path)
     with path.open("rb") as handle:
         head = handle.read(SNIFF_BYTES)

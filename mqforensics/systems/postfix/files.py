@@ -35,7 +35,6 @@ import stat
 from collections.abc import Iterable, Iterator
 
 from mqforensics.filenames import shown
-from mqforensics.systems.postfix import fast
 from mqforensics.systems.postfix import queue_dir as layout
 from mqforensics.systems.postfix.envelope import read_envelope
 from mqforensics.systems.postfix.logs import read_log
@@ -83,6 +82,10 @@ def message_columns(data: bytes, *, reference: bool = False) -> tuple:
     """The queue-file columns of a file's bytes: by the kernel walk (`fast`) when the file reads
     cleanly and the kernel is there, else (or with `reference`) by `records.read_records`; the
     same columns either way."""
+    # `fast` imports numpy: when a queue file is read, not when the command line's parser
+    # loads this module (tests/unit/test_cli_startup.py).
+    from mqforensics.systems.postfix import fast
+
     read = None if reference else fast.envelope_records(data)
     if read is None:
         read = read_records(data)
