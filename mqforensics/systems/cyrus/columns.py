@@ -13,12 +13,13 @@ import itertools
 import mmap
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast, overload
 
 import numpy as np
 
+from mqforensics import native
 from mqforensics.systems.cyrus.twoskip import Record, TwoskipFile
 
 WINDOW = 16 << 20  # bytes of a mapped file touched between two releases of its pages
@@ -99,6 +100,32 @@ def open_buffer(source: bytes | str | Path | mmap.mmap, name: str | None) -> tup
 def reference_input(source: bytes | str | Path | mmap.mmap) -> bytes | str | Path:
     """What a reference reader takes for `source`."""
     return source[:] if isinstance(source, mmap.mmap) else source
+
+
+def kernel_note(kernel: native.Kernel, files: str) -> str | None:
+    """None when `kernel` is in use, else why the reference reads every one of `files`."""
+    reason = native.unavailable(kernel)
+    return None if reason is None else f"{files} read by the reference reader: {reason}"
+
+
+def read_through(
+    kernel: native.Kernel,
+    fast: Callable[[Any, Buffer, str, bool], TwoskipFile | None],
+    reference: Callable[..., TwoskipFile],
+    source: bytes | str | Path | mmap.mmap,
+    history: bool,
+    name: str | None,
+) -> TwoskipFile:
+    """`fast` over the kernel's library when it loads, and `reference` where there is no
+    kernel or `fast` answers None (the file holds what only the reference reports)."""
+    lib = native.load(kernel)
+    if lib is None:
+        return reference(reference_input(source), history=history, name=name)
+    buffer, label = open_buffer(source, name)
+    parsed = fast(lib, buffer, label, history)
+    if parsed is None:
+        return reference(buffer.copy(), history=history, name=label)
+    return parsed
 
 
 class Rows(ABC):

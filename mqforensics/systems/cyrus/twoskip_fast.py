@@ -37,8 +37,6 @@ from mqforensics.systems.cyrus.columns import (
     RecordsView,
     Rows,
     Spans,
-    open_buffer,
-    reference_input,
 )
 from mqforensics.systems.cyrus.columns import FastFile as FastTwoskipFile
 from mqforensics.systems.cyrus.columns import address as _addr
@@ -244,22 +242,14 @@ class _Rows(Rows):
 
 def kernel_note() -> str | None:
     """None when the kernel is in use, else why the reference reads every twoskip file."""
-    reason = native.unavailable(KERNEL)
-    return None if reason is None else f"twoskip files read by the reference reader: {reason}"
+    return columns.kernel_note(KERNEL, "twoskip files")
 
 
 def read(
     source: bytes | str | Path | mmap.mmap, *, history: bool = False, name: str | None = None
 ) -> TwoskipFile:
     """`twoskip.read` through the kernel when it loads, else the reference itself."""
-    lib = native.load(KERNEL)
-    if lib is None:
-        return twoskip.read(reference_input(source), history=history, name=name)
-    buffer, label = open_buffer(source, name)
-    parsed = _read(lib, buffer, label, history)
-    if parsed is None:
-        return twoskip.read(buffer.copy(), history=history, name=label)
-    return parsed
+    return columns.read_through(KERNEL, _read, twoskip.read, source, history, name)
 
 
 def _read(lib: Any, buffer: Buffer, label: str, history: bool) -> TwoskipFile | None:
