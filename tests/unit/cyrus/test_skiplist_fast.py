@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from mqforensics import native
-from mqforensics.errors import InputError
 from mqforensics.systems.cyrus import skiplist, skiplist_fast
 from mqforensics.systems.cyrus.database import read_database
+from tests.unit.cyrus.fast_readers import answer, same_as_reference
 
 BUNDLED = Path(__file__).resolve().parents[2] / "data" / "cyrus" / "mailboxes_skiplist.db"
 SEED = 48
@@ -89,28 +89,14 @@ def written() -> list[bytes]:
 
 
 def _answer(read: object, data: bytes, history: bool) -> tuple:
-    try:
-        parsed = read(data, history=history, name="s.db")  # type: ignore[operator]
-    except InputError as exc:
-        return ("InputError", str(exc))
-    return (
-        parsed.header,
-        parsed.problems,
-        list(parsed.records),
-        list(parsed.history),
-        list(parsed.items()),
-        parsed.complete,
-        parsed.source,
-    )
+    return answer(read, data, history, name="s.db")  # type: ignore[arg-type]
 
 
 def _same(data: bytes, history: bool = True) -> bool:
     """Whether the kernel took the file (rather than handing it to the reference)."""
-    fast = _answer(skiplist_fast.read, data, history)
-    assert fast == _answer(skiplist.read, data, history)
-    if fast[0] == "InputError":
-        return False
-    return isinstance(skiplist_fast.read(data, history=history), skiplist_fast.FastSkiplistFile)
+    return same_as_reference(
+        skiplist_fast.read, skiplist.read, skiplist_fast.FastSkiplistFile, data, history
+    )
 
 
 def _offsets(data: bytes) -> list[int]:
