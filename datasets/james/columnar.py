@@ -341,15 +341,6 @@ def _write_rest(plan: Any, out: Path, index: int, blobs: bool) -> None:
         gen._write_part(
             out, "blob_inventory", index, _inventory_table(rows, schemas["blob_inventory"])
         )
-    small = gen._small_tables(plan)
-    for name, table_name in (
-        ("browse_start", "browsestart"),
-        ("content_start", "contentstart"),
-        ("event_store", "eventstore"),
-    ):
-        if name == "content_start" and spec.table_version != "v4":
-            continue
-        table = pa.Table.from_pylist(small[name], schema=schemas[name])
-        gen._write_part(out, table_name, 0, table)
+    gen.write_small_tables(out, plan, spec, schemas)
     as_of = gen._ms_to_dt(plan.T * 1000).strftime("%Y-%m-%dT%H:%M:%SZ")
     (out / "snapshot.json").write_text(json.dumps({"taken_at": as_of}) + "\n")

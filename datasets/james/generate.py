@@ -1130,6 +1130,23 @@ def _write_part(directory: Path, table_name: str, index: int, table: Any) -> Non
     pq.write_table(table, target / f"part-{index:05d}.parquet", compression="zstd")
 
 
+def write_small_tables(
+    out: Path, plan: _Plan, spec: GenerationSpec, schemas: dict[str, Any]
+) -> None:
+    """browseStart, contentStart (v4 only) and the event store, one part each."""
+    import pyarrow as pa
+
+    small = _small_tables(plan)
+    for name, table_name in (
+        ("browse_start", "browsestart"),
+        ("content_start", "contentstart"),
+        ("event_store", "eventstore"),
+    ):
+        if name == "content_start" and spec.table_version != "v4":
+            continue
+        _write_part(out, table_name, 0, pa.Table.from_pylist(small[name], schema=schemas[name]))
+
+
 def write_parquet(
     spec: GenerationSpec,
     directory: str | os.PathLike[str],
@@ -1174,15 +1191,7 @@ def write_parquet(
                     path.write_bytes(content)
                 os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
             inventory[key] = (len(content), ms, hashlib.md5(content).hexdigest())
-    small = _small_tables(plan)
-    for name, table_name in (
-        ("browse_start", "browsestart"),
-        ("content_start", "contentstart"),
-        ("event_store", "eventstore"),
-    ):
-        if name == "content_start" and spec.table_version != "v4":
-            continue
-        _write_part(out, table_name, 0, pa.Table.from_pylist(small[name], schema=schemas[name]))
+    write_small_tables(out, plan, spec, schemas)
     if blobs:
         rows = [
             {
