@@ -53,4 +53,4 @@ def test_getsize_and_live_read_agree_with_james_and_cqlsh(cassandra, tmp_path):
                      "pyspark": "s", "kernel": "k"},
          "measurements": [vars(m) for m in results]}
     )  # fmt: skip
-    assert "getSize at least 20x faster" in page and "live read at least as fast" in page
+    assert "getSize at least 50x faster" in page and "live read at least as fast" in page
