@@ -33,7 +33,7 @@ from typing import Any
 
 from mqforensics.services.cache import cache_dir
 
-__all__ = ["CRC32", "Kernel", "load", "unavailable"]
+__all__ = ["CRC32", "Kernel", "load", "note", "unavailable"]
 
 HERE = Path(__file__).resolve().parent
 CRC32 = HERE / "crc32.c"
@@ -131,6 +131,13 @@ def load(kernel: Kernel) -> ctypes.CDLL | None:
 def unavailable(kernel: Kernel) -> str | None:
     """Why `load(kernel)` gives None (after trying it), or None when the kernel is loaded."""
     return None if load(kernel) is not None else _reasons.get(kernel.name, "not loaded")
+
+
+def note(kernel: Kernel, said: str) -> str | None:
+    """A run's note when `kernel` cannot be had: `said` (what the reference reader reads
+    instead) and why; None when the kernel is loaded."""
+    reason = unavailable(kernel)
+    return None if reason is None else f"{said}: {reason}"
 
 
 def forget() -> None:

@@ -102,12 +102,6 @@ def reference_input(source: bytes | str | Path | mmap.mmap) -> bytes | str | Pat
     return source[:] if isinstance(source, mmap.mmap) else source
 
 
-def kernel_note(kernel: native.Kernel, files: str) -> str | None:
-    """None when `kernel` is in use, else why the reference reads every one of `files`."""
-    reason = native.unavailable(kernel)
-    return None if reason is None else f"{files} read by the reference reader: {reason}"
-
-
 def read_through(
     kernel: native.Kernel,
     fast: Callable[[Any, Buffer, str, bool], TwoskipFile | None],

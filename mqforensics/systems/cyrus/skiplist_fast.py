@@ -154,7 +154,7 @@ class _Rows(Rows):
 
 def kernel_note() -> str | None:
     """None when the kernel is in use, else why the reference reads every skiplist file."""
-    return columns.kernel_note(KERNEL, "skiplist files")
+    return native.note(KERNEL, "skiplist files read by the reference reader")
 
 
 def read(

@@ -242,7 +242,7 @@ class _Rows(Rows):
 
 def kernel_note() -> str | None:
     """None when the kernel is in use, else why the reference reads every twoskip file."""
-    return columns.kernel_note(KERNEL, "twoskip files")
+    return native.note(KERNEL, "twoskip files read by the reference reader")
 
 
 def read(

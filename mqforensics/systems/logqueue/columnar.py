@@ -108,8 +108,7 @@ _SPEC_POINTERS = tuple(a.ctypes.data for a in _SPEC)
 
 def kernel_note() -> str | None:
     """None when the kernel is in use, else why the reference reads every record."""
-    reason = native.unavailable(KERNEL)
-    return None if reason is None else f"log-queue segments read by the reference: {reason}"
+    return native.note(KERNEL, "log-queue segments read by the reference")
 
 
 @dataclass

@@ -56,6 +56,11 @@ def available() -> bool:
     return native.load(KERNEL) is not None
 
 
+def kernel_note() -> str | None:
+    """None when the kernel is in use, else why the reference reads every queue file."""
+    return native.note(KERNEL, "Postfix queue files read by the reference reader")
+
+
 def envelope_records(data: bytes) -> QueueFileRecords | None:
     """The records of `data` `read_envelope` needs, complete and undamaged; None when the file
     does not read cleanly or the kernel is unavailable (use `records.read_records`)."""

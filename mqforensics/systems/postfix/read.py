@@ -27,6 +27,7 @@ def load(spark: SparkSession, options: PostfixOptions, common: AuditArgs) -> Loa
     from pyspark.sql import functions as F
 
     from mqforensics.spark import computed
+    from mqforensics.systems.postfix import fast
     from mqforensics.systems.postfix.fleet import read_queue_dirs
 
     dirs = options.queue_dirs()
@@ -57,6 +58,9 @@ def load(spark: SparkSession, options: PostfixOptions, common: AuditArgs) -> Loa
     odd_note = odd_names_note(odd)
     if odd_note is not None:
         notes.append(odd_note)
+    slower = fast.kernel_note()  # the same answers, from the reference reader alone
+    if slower is not None:
+        notes.append(slower)
     config_dir = (
         shown(Path(options.config_dir).resolve()) if options.config_dir is not None else None
     )

@@ -101,3 +101,14 @@ def test_without_the_kernel_the_reference_reads(monkeypatch: pytest.MonkeyPatch)
     assert fast.envelope_records(data) is None
     assert message_columns(data) == message_columns(data, reference=True)
     native.forget()
+
+
+def test_an_audit_says_when_the_reference_reads_every_file(monkeypatch: pytest.MonkeyPatch):
+    native.forget()
+    assert fast.kernel_note() is None
+    monkeypatch.setenv("MQF_NATIVE", "off")
+    native.forget()
+    assert fast.kernel_note() == (
+        "Postfix queue files read by the reference reader: MQF_NATIVE is off"
+    )
+    native.forget()
