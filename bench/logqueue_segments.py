@@ -36,7 +36,6 @@ number of records, equal to what the writer wrote.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import random
@@ -363,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(measure.as_dict(m)))
         return 0
     if args.subject == "ours":  # imported and the kernel loaded (built once) before the clock
-        importlib.import_module("mqforensics.systems.logqueue.columnar").kernel_note()
+        from mqforensics.systems.logqueue import columnar
+
+        columnar.kernel_note()
     if args.subject == "ours-spark":
         measure_spark(args.queue)  # starts Spark first, then times only the read
     else:

@@ -87,7 +87,7 @@ class TwoskipFile:
         return not self.problems
 
     def items(self) -> Sequence[tuple[bytes, bytes]]:
-        with _no_cycle_collection():
+        with no_cycle_collection():
             return [(r.key, r.value) for r in self.records]
 
 
@@ -355,7 +355,7 @@ def _history(
 
 
 @contextmanager
-def _no_cycle_collection() -> Iterator[None]:
+def no_cycle_collection() -> Iterator[None]:
     """Pause the cyclic garbage collector: a parse allocates a million acyclic tuples, and
     each collection would walk all of them again (a third of the parse time at 1M records)."""
     enabled = gc.isenabled()
@@ -367,15 +367,11 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-# Public for the readers' consumers that build a row of a whole file (`fleet.read_row`).
-no_cycle_collection = _no_cycle_collection
-
-
 def read(
     source: bytes | str | Path, *, history: bool = False, name: str | None = None
 ) -> TwoskipFile:
     """Parse a twoskip file (path or bytes) read-only; see the module docstring."""
-    with _no_cycle_collection():
+    with no_cycle_collection():
         return _read(source, history, name)
 
 

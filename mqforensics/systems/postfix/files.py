@@ -28,7 +28,6 @@ Columns (a `None` where a value does not apply or could not be read):
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import os
 import stat
@@ -125,17 +124,12 @@ def _log_columns(data: bytes) -> tuple:
 _NOTHING_READ = (None,) * (len(FILE_COLUMNS) - 15)
 
 
-@functools.lru_cache(maxsize=64)
-def _shown_dir(queue_dir: QueueDir) -> tuple[str, str]:
-    """The host and path columns, the same for every file of a queue directory."""
-    return shown(queue_dir.host), shown(queue_dir.path)
-
-
 def read_file(queue_dir: QueueDir, listed: Listed) -> tuple | None:
     """The `FILES` row of one listed file; None when it vanished since the listing."""
     path = os.path.join(queue_dir.path, listed.relative)
-    where = (*_shown_dir(queue_dir), listed.queue, shown(path), shown(listed.name),
-             layout.id_kind(listed.name), listed.kind)  # fmt: skip
+    where = (shown(queue_dir.host), shown(queue_dir.path), listed.queue,
+             shown(path), shown(listed.name), layout.id_kind(listed.name),
+             listed.kind)  # fmt: skip
     try:
         info = os.lstat(path)
     except FileNotFoundError:
