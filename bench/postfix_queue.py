@@ -39,7 +39,6 @@ import json
 import os
 import random
 import shutil
-import smtplib
 import subprocess
 import sys
 import tempfile
@@ -59,7 +58,6 @@ REAL_MESSAGES = 5_000
 # Where the messages of the queue are (deferred is hashed one level deep, Postfix's default).
 SHARES = (("deferred", 0.70), ("incoming", 0.12), ("active", 0.08), ("hold", 0.10))
 HASHED = ("deferred", "defer")
-SUBMIT_BATCH = 200  # messages per SMTP connection
 DOMAINS = ("example.org", "example.com", "example.net", "mail.example.org", "example.edu")
 NAMES = (
     "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy",
@@ -124,34 +122,6 @@ def message_plan(count: int) -> list[tuple[str, list[str], bytes]]:
     return plan
 
 
-def _submit_all(info: dict, plan: list[tuple[str, list[str], bytes]]) -> None:
-    """Every message of `plan` over SMTP, `SUBMIT_BATCH` per connection."""
-    for start in range(0, len(plan), SUBMIT_BATCH):
-        with smtplib.SMTP(str(info["host"]), int(info["port"]), timeout=60,
-                          local_hostname="client.example.net") as smtp:  # fmt: skip
-            for sender, recipients, message in plan[start : start + SUBMIT_BATCH]:
-                refused = smtp.sendmail(sender, recipients, message)
-                if refused:
-                    raise RuntimeError(f"Postfix refused {refused}")
-
-
-def _wait_deferred(info: dict, count: int, timeout: float) -> list[dict]:
-    """``postqueue -j`` once all `count` messages are deferred with their defer logs."""
-    from mqforensics.services import postfix
-
-    defer = Path(str(info["queue_directory"])) / "defer"
-    deadline = time.monotonic() + timeout
-    while True:
-        listed = postfix.postqueue_json(info)
-        deferred = [e for e in listed if e["queue_name"] == "deferred"]
-        logs = sum(1 for p in defer.rglob("*") if p.is_file()) if defer.is_dir() else 0
-        if len(deferred) == count and logs == count:
-            return listed
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(deferred)} of {count} deferred, {logs} defer logs")
-        time.sleep(1.0)
-
-
 def _real_files(workdir: Path, count: int) -> list[tuple[bytes, bytes]]:
     """The queue file and defer log of each of `count` messages the real Postfix wrote."""
     from mqforensics.services import postfix
@@ -163,15 +133,16 @@ def _real_files(workdir: Path, count: int) -> list[tuple[bytes, bytes]]:
     harness = Harness(root)
     try:
         info = harness.ensure("postfix")
-        _submit_all(info, message_plan(count))
-        listed = _wait_deferred(info, count, timeout=120 + count * 0.2)
+        ids = [postfix.submit_smtp(info, sender, recipients, message)
+               for sender, recipients, message in message_plan(count)]  # fmt: skip
+        deferred = postfix.wait_deferred(info, ids, timeout=120 + count * 0.2)
         harness.stop("postfix")
         pairs = []
-        for entry in sorted(listed, key=lambda e: e["queue_id"]):
-            message = postfix.queue_file(info, entry["queue_id"], ("deferred",))
-            log = postfix.log_file(info, entry["queue_id"])
+        for queue_id in sorted(deferred):
+            message = postfix.queue_file(info, queue_id, ("deferred",))
+            log = postfix.log_file(info, queue_id)
             if message is None or log is None:
-                raise RuntimeError(f"{entry['queue_id']}: no queue file or defer log")
+                raise RuntimeError(f"{queue_id}: no queue file or defer log")
             pairs.append((message.read_bytes(), log.read_bytes()))
         return pairs
     finally:
