@@ -39,6 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
 from mqforensics.filenames import fs_path, shown
+from mqforensics.sources.arrow_rows import BATCH_ROWS, ArrowRows
 from mqforensics.spark import computed
 from mqforensics.systems.cyrus import dbchecks, records, twoskip
 from mqforensics.systems.cyrus.database import (
@@ -50,7 +51,9 @@ from mqforensics.systems.cyrus.database import (
 from mqforensics.systems.cyrus.frames import READ, RECORDS, CyrusFrames
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 
 @dataclass
@@ -97,6 +100,55 @@ def record_rows(db: Database) -> Iterator[tuple]:
         yield (db.source, seq, key, value, info.kind, _text(name), _text(info.user), namespace)
 
 
+def record_batches(db: Database, arrow: ArrowRows) -> Iterator[pa.RecordBatch]:
+    """`record_rows` of one loaded input as record batches of `RECORDS` (`arrow`), built column
+    by column: one batch of records is held at a time, and no tuple is made per record."""
+    import numpy as np
+    import pyarrow as pa
+
+    seq = 0
+    for keys, values in _item_columns(db.items or ()):
+        count = len(keys)
+        kinds: list[str] = []
+        names: list[str | None] = []
+        users: list[str | None] = []
+        namespaces: list[str | None] = []
+        for key in keys:
+            info = records.classify_key(key)
+            name = info.name
+            if name is not None and info.kind in ("mailbox", "racl"):
+                name = records.dbname_to_intname(name)
+            kinds.append(info.kind)
+            names.append(_text(name))
+            users.append(_text(info.user))
+            namespaces.append(None if info.shared is None else ("S" if info.shared else "U"))
+        source = pa.repeat(pa.scalar(db.source, pa.string()), count)
+        positions = pa.array(np.arange(seq, seq + count, dtype=np.int64), pa.int32())
+        yield arrow.columns_batch([source, positions, keys, values, kinds, names, users,
+                                   namespaces])  # fmt: skip
+        seq += count
+
+
+def _item_columns(
+    items: Sequence[tuple[bytes, bytes]],
+) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    """The keys and the values of `items`, a batch of records at a time: cut straight from the
+    file at the fast reader's offsets (`columns.ItemsView`), or from a list of pairs."""
+    # `columns` imports numpy: when a file is read, not when the command line's parser loads
+    # this module (tests/unit/test_cli_startup.py).
+    from mqforensics.systems.cyrus.columns import ItemsView
+
+    if isinstance(items, ItemsView):
+        data = items.rows.buffer.data
+        for _, starts, key_ends, value_starts, value_ends in items.rows.spans():
+            keys = [data[a:b] for a, b in zip(starts, key_ends, strict=True)]
+            yield keys, [data[a:b] for a, b in zip(value_starts, value_ends, strict=True)]
+        return
+    for at in range(0, len(items), BATCH_ROWS):
+        pairs = items[at : at + BATCH_ROWS]
+        yield [key for key, _ in pairs], [value for _, value in pairs]
+
+
 def read_row(db: Database) -> tuple:
     """The `READ` row of one loaded input: what was read, nothing judged. Its lists of every
     record are built with the cyclic garbage collector paused (it would walk them again and
@@ -121,29 +173,32 @@ def _read_row(db: Database) -> tuple:
 
 
 class _FilesReader(DataSourceReader):
-    """One partition per file; `rows` turns one loaded file into rows of the source's schema."""
+    """One partition per file; `batches` turns one loaded file into record batches of the
+    source's schema (`schema`, as Spark hands it to the reader)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
+        self.schema = schema
 
     def partitions(self) -> list[FilePartition]:  # type: ignore[override]
         return [FilePartition(path) for path in _paths(self.options)]
 
-    def read(self, partition: FilePartition) -> Iterator[tuple]:  # type: ignore[override]
-        yield from self.rows(read_database(Path(fs_path(partition.path))))
+    def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        db = read_database(Path(fs_path(partition.path)))
+        yield from self.batches(db, ArrowRows(self.schema))
 
-    def rows(self, db: Database) -> Iterator[tuple]:
+    def batches(self, db: Database, arrow: ArrowRows) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
 
 class CyrusMailboxesReader(_FilesReader):
-    def rows(self, db: Database) -> Iterator[tuple]:
-        return record_rows(db)
+    def batches(self, db: Database, arrow: ArrowRows) -> Iterator[pa.RecordBatch]:
+        return record_batches(db, arrow)
 
 
 class CyrusFleetReader(_FilesReader):
-    def rows(self, db: Database) -> Iterator[tuple]:
-        yield read_row(db)
+    def batches(self, db: Database, arrow: ArrowRows) -> Iterator[pa.RecordBatch]:
+        yield arrow.batch([read_row(db)])
 
 
 class CyrusMailboxesSource(DataSource):
@@ -156,8 +211,8 @@ class CyrusMailboxesSource(DataSource):
     def schema(self) -> str:
         return RECORDS
 
-    def reader(self, schema: Any) -> CyrusMailboxesReader:
-        return CyrusMailboxesReader(dict(self.options))
+    def reader(self, schema: StructType) -> CyrusMailboxesReader:
+        return CyrusMailboxesReader(dict(self.options), schema)
 
 
 class CyrusFleetSource(DataSource):
@@ -170,8 +225,8 @@ class CyrusFleetSource(DataSource):
     def schema(self) -> str:
         return READ
 
-    def reader(self, schema: Any) -> CyrusFleetReader:
-        return CyrusFleetReader(dict(self.options))
+    def reader(self, schema: StructType) -> CyrusFleetReader:
+        return CyrusFleetReader(dict(self.options), schema)
 
 
 SOURCES = (CyrusMailboxesSource, CyrusFleetSource)

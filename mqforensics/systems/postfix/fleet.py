@@ -4,7 +4,8 @@ The driver lists the directories (`queue_dir.list_queue_dir`: names only, nothin
 each listing into partitions of `CHUNK` files; each Spark task reads its files once and decodes
 them (`files.read_file`), so many hosts' queues are read in parallel. Option ``queue_dirs``: a
 JSON list of ``[host, path]``. A directory that cannot be listed is a typed error on the driver,
-before any job; a file that cannot be read is a row saying why.
+before any job; a file that cannot be read is a row saying why. The rows (`files.read_files`)
+reach Spark as Arrow record batches of `FILES` (`arrow_rows.ArrowRows`), not one by one.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
+from mqforensics.sources.arrow_rows import ArrowRows
 from mqforensics.systems.postfix.files import FILES, read_files
 from mqforensics.systems.postfix.queue_dir import Listed, QueueDir, list_queue_dir
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 CHUNK = 500
 NAME = "postfix_files"
@@ -43,8 +47,9 @@ def _queue_dirs(options: Any) -> list[QueueDir]:
 
 
 class PostfixFilesReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.queue_dirs = _queue_dirs(options)
+        self.schema = schema
 
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
         parts: list[InputPartition] = []
@@ -56,11 +61,14 @@ class PostfixFilesReader(DataSourceReader):
             ]
         return parts
 
-    def read(self, partition: InputPartition | None) -> Iterator[tuple]:  # type: ignore[override]
+    def read(  # type: ignore[override]
+        self, partition: InputPartition | None
+    ) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FilesPartition):  # nothing listed: one empty partition
             return
         queue_dir = QueueDir(partition.host, partition.path)
-        yield from read_files(queue_dir, (Listed(*f) for f in partition.files))
+        rows = read_files(queue_dir, (Listed(*f) for f in partition.files))
+        yield from ArrowRows(self.schema).batches(rows)
 
 
 class PostfixFilesSource(DataSource):
@@ -74,8 +82,8 @@ class PostfixFilesSource(DataSource):
     def schema(self) -> str:
         return FILES
 
-    def reader(self, schema: Any) -> PostfixFilesReader:
-        return PostfixFilesReader(dict(self.options))
+    def reader(self, schema: StructType) -> PostfixFilesReader:
+        return PostfixFilesReader(dict(self.options), schema)
 
 
 def read_queue_dirs(spark: SparkSession, queue_dirs: Sequence[QueueDir]) -> DataFrame:

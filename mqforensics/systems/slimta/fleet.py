@@ -5,7 +5,8 @@ into partitions of `CHUNK` items; each Spark task reads and decodes its items wi
 allow-list unpickler (`safe_pickle`), so a hostile or corrupt pickle becomes a row saying so,
 never an executed payload or a failed job. Options: ``backend`` (``disk``, ``redis``, ``s3``)
 and that backend's settings (`_options`). A store that cannot be listed (missing directory,
-refused login, unknown bucket) is a typed error on the driver, before any job.
+refused login, unknown bucket) is a typed error on the driver, before any job. The rows
+(`items.Item.as_row`) reach Spark as Arrow record batches of `ITEMS` (`arrow_rows.ArrowRows`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import ConfigError
 from mqforensics.filenames import fs_path, shown
+from mqforensics.sources.arrow_rows import ArrowRows
 from mqforensics.sources.blobstore import S3Endpoint
 from mqforensics.systems.slimta import cloud, disk, redis_store
 from mqforensics.systems.slimta.items import ITEMS, Item
 from mqforensics.systems.slimta.redis_server import RedisServer
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 CHUNK = 200
 
@@ -89,8 +93,9 @@ def _bucket(options: Any) -> cloud.Bucket:
 
 
 class SlimtaItemsReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
+        self.schema = schema
         self.backend = options.get("backend")
         if self.backend not in ("disk", "redis", "s3"):
             raise ConfigError(f"option 'backend' must be disk, redis or s3, not {self.backend!r}")
@@ -115,7 +120,9 @@ class SlimtaItemsReader(DataSourceReader):
             parts += [S3Partition(chunk) for chunk in _chunks(objects)]
         return parts
 
-    def read(self, partition: InputPartition | None) -> Iterator[tuple]:  # type: ignore[override]
+    def read(  # type: ignore[override]
+        self, partition: InputPartition | None
+    ) -> Iterator[pa.RecordBatch]:
         items: Iterator[Item]
         if isinstance(partition, DiskPartition):
             layout = _disk_layout(self.options)
@@ -128,8 +135,7 @@ class SlimtaItemsReader(DataSourceReader):
             items = cloud.read_items(endpoint, _bucket(self.options), partition.objects)
         else:  # nothing listed: Spark plans one empty partition
             return
-        for item in items:
-            yield item.as_row()
+        yield from ArrowRows(self.schema).batches(item.as_row() for item in items)
 
 
 class SlimtaItemsSource(DataSource):
@@ -142,8 +148,8 @@ class SlimtaItemsSource(DataSource):
     def schema(self) -> str:
         return ITEMS
 
-    def reader(self, schema: Any) -> SlimtaItemsReader:
-        return SlimtaItemsReader(dict(self.options))
+    def reader(self, schema: StructType) -> SlimtaItemsReader:
+        return SlimtaItemsReader(dict(self.options), schema)
 
 
 def _options(stores: Stores) -> list[dict[str, str]]:
