@@ -64,11 +64,14 @@ class PostfixFilesReader(DataSourceReader):
     def read(  # type: ignore[override]
         self, partition: InputPartition | None
     ) -> Iterator[pa.RecordBatch]:
+        yield from ArrowRows(self.schema).batches(self.rows(partition))
+
+    def rows(self, partition: InputPartition | None) -> Iterator[tuple]:
+        """The `FILES` rows of one partition (none for Spark's empty one)."""
         if not isinstance(partition, FilesPartition):  # nothing listed: one empty partition
-            return
+            return iter(())
         queue_dir = QueueDir(partition.host, partition.path)
-        rows = read_files(queue_dir, (Listed(*f) for f in partition.files))
-        yield from ArrowRows(self.schema).batches(rows)
+        return read_files(queue_dir, (Listed(*f) for f in partition.files))
 
 
 class PostfixFilesSource(DataSource):

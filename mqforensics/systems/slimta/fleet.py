@@ -123,6 +123,10 @@ class SlimtaItemsReader(DataSourceReader):
     def read(  # type: ignore[override]
         self, partition: InputPartition | None
     ) -> Iterator[pa.RecordBatch]:
+        yield from ArrowRows(self.schema).batches(item.as_row() for item in self.items(partition))
+
+    def items(self, partition: InputPartition | None) -> Iterator[Item]:
+        """The items of one partition, read and decoded (none for Spark's empty one)."""
         items: Iterator[Item]
         if isinstance(partition, DiskPartition):
             layout = _disk_layout(self.options)
@@ -134,8 +138,8 @@ class SlimtaItemsReader(DataSourceReader):
             endpoint = S3Endpoint.from_options(self.options)
             items = cloud.read_items(endpoint, _bucket(self.options), partition.objects)
         else:  # nothing listed: Spark plans one empty partition
-            return
-        yield from ArrowRows(self.schema).batches(item.as_row() for item in items)
+            return iter(())
+        return items
 
 
 class SlimtaItemsSource(DataSource):
