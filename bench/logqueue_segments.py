@@ -14,7 +14,7 @@ at the first operation that takes the segments past `target_bytes`, leaving a li
 Subjects, each in a fresh process (`measure.run_subject`), on the same files:
 
 - ``ours``: the columnar reader of every segment file (`layout.segments`), exactly what the
-  audit's Spark source (`fleet.record_batches`) runs once per segment: the file's bytes read,
+  audit's Spark source (`fleet.record_batches`) runs once per segment: the file mapped,
   every record's header decoded, its CRC checked and its payload decoded to JSON text by the C
   kernel (`columnar`), the reference's own steps at damage, the Arrow record batches Spark
   receives built. Streams one file and one batch at a time. Counts records, bytes, problems and
@@ -227,7 +227,7 @@ def measure_ours(queue: Path) -> dict[str, Any]:
     records = size = problems = batches = 0
     shown = str(queue)
     for path in segment_paths(queue):
-        seg = columnar.ColumnarSegment(path.read_bytes(), str(path))
+        seg = columnar.ColumnarSegment.open(path)
         for batch in columnar.segment_batches(shown, seg):
             records += batch.num_rows
             batches += 1

@@ -11,17 +11,23 @@ resumes. So records, problems, offsets and sizes are the reference's by construc
 the kernel stops; the tests compare the two on every bundled segment and on fuzzed files.
 
 Without the kernel (no C compiler, ``MQF_NATIVE=off``: `native.unavailable` says why) every
-step is the reference's, with the same batches as the answer. Memory is one segment's bytes and
-one batch (`BATCH_ROWS` records) at a time.
+step is the reference's, with the same batches as the answer. A segment given by its path is
+mapped read-only and its pages released as the walk passes them (`ColumnarSegment`), so memory is
+about `WINDOW` of the file and one batch (`BATCH_ROWS` records) at a time, whatever the
+segment's size; the reference's steps read the same mapping, so offsets are the file's.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
+import mmap
+import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -34,20 +40,23 @@ __all__ = [
     "BATCH_ROWS",
     "KERNEL",
     "RECORDS_ARROW",
+    "WINDOW",
     "ColumnarSegment",
     "Columns",
     "columns_batch",
     "kernel_note",
+    "map_file",
     "segment_batches",
 ]
 
 BATCH_ROWS = 1 << 16
+WINDOW = 16 << 20  # bytes of a mapped segment walked between two releases of its pages
 BATCH_JSON = 8 << 20  # bytes of JSON text per batch (more for one record that needs more)
 MAX_FIELDS = 8  # as segment_kernel.c
 UUID_TEXT = 36
 _KINDS = {"u8": 1, "u16": 2, "u32": 3, "u64": 4, "str": 5, "strs": 6, "outcomes": 7,
           "positions": 8}  # fmt: skip
-_END, _FULL, _STOP = 0, 1, 2
+_END, _FULL, _STOP, _PAUSE = 0, 1, 2, 3
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
 
@@ -57,8 +66,8 @@ KERNEL = native.Kernel(
     "logqueue_segment",
     (Path(__file__).resolve().parent / "segment_kernel.c",),
     # buffer, its length; the record types' six tables; batch rows; nine batch buffers; their
-    # JSON space; the state (offset, rows, status, emit, space needed).
-    {"lq_scan": (None, [ctypes.c_char_p, _I64, *[_P] * 6, _I64, *[_P] * 9, _I64, _P])},
+    # JSON space; the state (offset, rows, status, emit, space needed, offset to pause at).
+    {"lq_scan": (None, [_P, _I64, *[_P] * 6, _I64, *[_P] * 9, _I64, _P])},
 )
 
 
@@ -183,26 +192,78 @@ class _Batch:
                        self.ref_offset[:n], self.size[:n], mid, values)  # fmt: skip
 
 
-@dataclass
 class ColumnarSegment:
-    """One segment's bytes read the fast way: `batches` (or `count`) walks it once; `records`
-    and `problems` are complete once the walk is done. `source` and `size` as in
-    `segment.SegmentFile`; `number` is the segment number its records' positions carry."""
+    """One segment read the fast way: `batches` (or `count`) walks it once; `records` and
+    `problems` are complete once the walk is done. `source` and `size` as in
+    `segment.SegmentFile`; `number` is the segment number its records' positions carry.
 
-    data: bytes = field(repr=False)
-    source: str
-    header: fmt.SegmentHeader | None = None
-    number: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    records: int = 0
+    `open` maps a path read-only (never reads it whole); the constructor takes the bytes (or a
+    mapping) and the name. A mapped segment's pages are released (``MADV_DONTNEED``) as the walk
+    passes them, every `window` bytes, so what is resident of the file stays within about two
+    windows plus one record and the step the reference is reading (its resynchronisation may
+    look ahead through a damaged stretch): memory does not grow with the segment. The mapping
+    covers the file's size when opened (bytes appended later are not read, as with a read); the
+    file must not be truncated while it is read (SIGBUS): segments are only ever appended to and
+    unlinked, and an unlinked file stays mapped."""
 
-    def __post_init__(self) -> None:
-        self.data = bytes(self.data)  # the kernel reads a bytes object's own buffer (no copy)
-        self.header, self.number, self.problems = read_head(self.data, self.source)
+    def __init__(
+        self,
+        data: bytes | bytearray | memoryview | mmap.mmap,
+        source: str = "<bytes>",
+        *,
+        window: int = WINDOW,
+    ) -> None:
+        self.data = data if isinstance(data, mmap.mmap) else bytes(data)
+        self.source = source
+        self.window = max(mmap.PAGESIZE, window // mmap.PAGESIZE * mmap.PAGESIZE)
+        self.records = 0
+        self._released = 0
+        self.header, self.number, self.problems = read_head(_as_read(self.data), self.source)
+        self.release(fmt.SEGMENT_HEADER_SIZE)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+        source: str | None = None,
+        *,
+        window: int = WINDOW,
+    ) -> ColumnarSegment:
+        """The segment file at `path` (bytes or text: `filenames`), mapped read-only; `source`
+        defaults to the path as text (undecodable bytes as surrogates, as `os.fsdecode`)."""
+        label = os.fsdecode(path) if source is None else source
+        return cls(map_file(path), label, window=window)
+
+    def __repr__(self) -> str:
+        return f"ColumnarSegment(source={self.source!r}, size={self.size})"
 
     @property
     def size(self) -> int:
         return len(self.data)
+
+    @property
+    def mapped(self) -> bool:
+        return isinstance(self.data, mmap.mmap)
+
+    def release(self, upto: int) -> None:
+        """Drop the resident pages of the mapping below `upto` (whole pages only; read again
+        from the page cache if touched later). Nothing for bytes."""
+        # Whole pages below `upto`; the last, partial page too once the walk is at the end.
+        stop = self.size if upto >= self.size else upto // mmap.PAGESIZE * mmap.PAGESIZE
+        if isinstance(self.data, mmap.mmap) and stop > self._released:
+            self.data.madvise(mmap.MADV_DONTNEED, self._released, stop - self._released)
+            self._released = stop
+
+    def sha256(self) -> str:
+        """The SHA-256 of the segment's bytes, a window at a time (pages released after each)."""
+        digest = hashlib.sha256()
+        with memoryview(self.data) as view:
+            for start in range(0, len(view), self.window):
+                digest.update(view[start : start + self.window])
+                if isinstance(self.data, mmap.mmap):
+                    stop = min(len(view), start + self.window)
+                    self.data.madvise(mmap.MADV_DONTNEED, start, stop - start)
+        return digest.hexdigest()
 
     def batches(self, rows: int = BATCH_ROWS) -> Iterator[Columns]:
         """The whole records, at most `rows` per batch, in file order."""
@@ -217,27 +278,34 @@ class ColumnarSegment:
     def _walk(self, rows: int, *, emit: bool) -> Iterator[Columns]:
         data, end = self.data, len(self.data)
         lib = native.load(KERNEL)
+        # The kernel reads the bytes or the mapping in place: `buffer` only lends its address.
+        buffer = np.frombuffer(data, np.uint8) if end else np.zeros(1, np.uint8)
+        address = buffer.ctypes.data
         json_bytes = min(BATCH_JSON, 8 * end + 1024)
         # No more records than whole headers fit in the file: no larger arrays than that.
         rows = max(1, min(rows, end // fmt.RECORD_HEADER_SIZE + 1))
         batch = _Batch(rows, json_bytes) if emit else None
-        state = np.zeros(5, np.int64)
+        state = np.zeros(6, np.int64)
         nothing = (None,) * 9
         pos = fmt.SEGMENT_HEADER_SIZE
         while pos < end:
+            if pos - self._released >= self.window:
+                self.release(pos)
             status = _STOP
             if lib is not None:
                 before = batch.rows if batch is not None else 0
-                state[:] = (pos, before, 0, int(emit), 0)
+                state[:] = (pos, before, 0, int(emit), 0, pos + self.window)
                 buffers = batch.pointers() if batch is not None else nothing
                 cap = json_bytes if batch is not None else 0
-                lib.lq_scan(data, end, *_SPEC_POINTERS, rows, *buffers, cap, state.ctypes.data)
+                lib.lq_scan(address, end, *_SPEC_POINTERS, rows, *buffers, cap, state.ctypes.data)
                 pos, got, status = int(state[0]), int(state[1]), int(state[2])
                 self.records += got - before
                 if batch is not None:
                     batch.rows = got
             if status == _END:
                 break
+            if status == _PAUSE:
+                continue
             if status == _FULL:
                 assert batch is not None
                 if batch.rows:
@@ -245,7 +313,7 @@ class ColumnarSegment:
                 json_bytes = max(json_bytes, int(state[4]))
                 batch = _Batch(rows, json_bytes)
                 continue
-            found, pos = read_step(data, pos, self.number)
+            found, pos = read_step(_as_read(data), pos, self.number)
             if isinstance(found, Problem):
                 self.problems.append(found)
                 continue
@@ -258,8 +326,24 @@ class ColumnarSegment:
                     json_bytes = max(json_bytes, len(text))
                     batch = _Batch(rows, json_bytes)
                 batch.put(found, text)
+        del buffer
+        self.release(end)
         if batch is not None and batch.rows:
             yield batch.columns()
+
+
+def _as_read(data: bytes | mmap.mmap) -> bytes:
+    """`data` for the reference's functions: a mapping offers every operation they use (length,
+    slices, `find`, `struct.unpack_from`, `zlib.crc32` of a slice) on the same offsets."""
+    return cast(bytes, data)
+
+
+def map_file(path: str | os.PathLike[str] | os.PathLike[bytes] | bytes) -> bytes | mmap.mmap:
+    """`path` mapped read-only; an empty file (which cannot be mapped) as empty bytes."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 # --- the records source's Arrow batches ----------------------------------------------------------

@@ -26,7 +26,6 @@ planning fails its task with an InputError naming it (`errors.explain` recovers 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -97,10 +96,11 @@ def segment_partitions(dirs: Sequence[str]) -> list[SegmentPartition]:
     ]
 
 
-def read_bytes(path: str) -> bytes:
-    """The bytes of `path`; an OS error (the file vanished) is an InputError naming it."""
+def open_segment(path: str) -> ColumnarSegment:
+    """`path` opened by the columnar reader (mapped, not read); an OS error (the file vanished)
+    is an InputError naming it."""
     try:
-        return Path(path).read_bytes()
+        return ColumnarSegment.open(path)
     except OSError as exc:
         raise InputError(f"{shown(path)}: {exc.strerror or exc}") from None
 
@@ -111,9 +111,10 @@ def read_file(path: str) -> ColumnarSegment:
 
 
 def read_file_digest(path: str) -> tuple[ColumnarSegment, str]:
-    """`read_file` of `path` and the SHA-256 of the bytes it parsed (one read)."""
-    data = read_bytes(path)
-    return ColumnarSegment(data, path).count(), hashlib.sha256(data).hexdigest()
+    """`read_file` of `path` and the SHA-256 of the bytes it parsed (both from one mapping)."""
+    seg = open_segment(path)
+    sha256 = seg.sha256()
+    return seg.count(), sha256
 
 
 def record_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
@@ -136,12 +137,10 @@ def record_rows(queue: str, seg: SegmentFile) -> Iterator[tuple]:
         )
 
 
-def record_batches(
-    queue: str, path: str, data: bytes, rows: int = BATCH_ROWS
-) -> Iterator[pa.RecordBatch]:
-    """The `RECORDS` rows of the segment `data` read from `path`, as Arrow batches
+def record_batches(queue: str, path: str, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The `RECORDS` rows of the segment at `path`, as Arrow batches
     (`columnar.segment_batches`)."""
-    return segment_batches(queue, ColumnarSegment(data, path), rows)
+    return segment_batches(queue, open_segment(path), rows)
 
 
 def segment_row(queue: str, seg: ColumnarSegment, sha256: str) -> tuple:
@@ -174,7 +173,7 @@ class _SegmentsReader(DataSourceReader):
 
 class LogqueueRecordsReader(_SegmentsReader):
     def rows(self, queue: str, path: str) -> Iterator[pa.RecordBatch]:
-        return record_batches(queue, path, read_bytes(path))
+        return record_batches(queue, path)
 
 
 class LogqueueSegmentsReader(_SegmentsReader):

@@ -5,7 +5,8 @@
  * Python's json.dumps(values, sort_keys=True) gives (ensure_ascii, ", " and ": " separators).
  * It stops at the first record that is not a whole record of a known type with a payload that
  * decodes (the caller hands that offset to the reference reader for one step), when the batch
- * is full, or at the end of the buffer. Every read is bounds-checked against `len`; every write
+ * is full, at the first record that starts at or past state[S_LIMIT] (the caller releases the
+ * mapped pages it has passed, then resumes), or at the end of the buffer. Every read is bounds-checked against `len`; every write
  * against the capacities given. The record types come from format.py through `spec_t`. */
 #include <stdint.h>
 #include <string.h>
@@ -18,8 +19,8 @@
 #define UNKNOWN 0xFF
 
 enum { K_U8 = 1, K_U16, K_U32, K_U64, K_STR, K_STRS, K_OUTCOMES, K_POSITIONS };
-enum { ST_END = 0, ST_FULL = 1, ST_STOP = 2 };
-enum { S_POS = 0, S_ROWS = 1, S_STATUS = 2, S_EMIT = 3, S_NEED = 4 };
+enum { ST_END = 0, ST_FULL = 1, ST_STOP = 2, ST_PAUSE = 3 };
+enum { S_POS = 0, S_ROWS = 1, S_STATUS = 2, S_EMIT = 3, S_NEED = 4, S_LIMIT = 5 };
 
 typedef struct {
     const uint8_t *nfields;   /* [256] fields per type code; UNKNOWN: not a version-1 type */
@@ -306,12 +307,13 @@ void lq_scan(const uint8_t *buf, int64_t len, const uint8_t *nfields, const uint
              uint8_t *mid_text, int32_t *json_offsets, uint8_t *json, int64_t json_cap,
              int64_t *state) {
     spec_t spec = {nfields, kinds, order, key_start, key_len, keys};
-    int64_t pos = state[S_POS], rows = state[S_ROWS];
+    int64_t pos = state[S_POS], rows = state[S_ROWS], limit = state[S_LIMIT];
     int emit = state[S_EMIT] != 0;
     int64_t status = ST_END;
     uint32_t at[MAX_FIELDS];
     state[S_NEED] = 0;
     while (pos < len) {
+        if (pos >= limit) { status = ST_PAUSE; break; }
         if (pos < 0 || len - pos < HEADER) { status = ST_STOP; break; }
         const uint8_t *h = buf + pos;
         uint32_t length = be32(h + 4);
