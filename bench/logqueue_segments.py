@@ -31,6 +31,12 @@ Subjects, each in a fresh process (`measure.run_subject`), on the same files:
 
 The parent asserts that every subject saw the same bytes and every counting subject the same
 number of records, equal to what the writer wrote.
+
+``run --one-segment`` measures ``ours`` and ``baseline`` on one segment file instead: the records
+of every segment of the cached queue after a single header (what a writer that never rotates
+would leave), written into `workdir` for the run and removed after it. Its peak memory shows that
+one segment of any size is read with flat memory (`columnar.WINDOW`); the reference and the
+walk, which hold the whole file, are not run on it.
 """
 
 from __future__ import annotations
@@ -315,18 +321,54 @@ WORK = {
 }
 
 
+def one_segment(queue: Path, target: Path) -> int:
+    """Write into the directory `target` one segment holding every record of `queue`'s segments
+    in order after the first segment's header; its size."""
+    target.mkdir(parents=True)
+    paths = segment_paths(queue)
+    with (target / fmt.segment_name(1)).open("wb") as out:
+        for i, path in enumerate(paths):
+            with path.open("rb") as handle:
+                if i:
+                    handle.seek(fmt.SEGMENT_HEADER_SIZE)
+                shutil.copyfileobj(handle, out, CHUNK)
+        return out.tell()
+
+
 def run(
-    target_bytes: int, workdir: Path, *, with_spark: bool = False, with_walk: bool = True
+    target_bytes: int,
+    workdir: Path,
+    *,
+    with_spark: bool = False,
+    with_walk: bool = True,
+    single: bool = False,
 ) -> list[measure.Measurement]:
     """Generate (or reuse) the queue and measure each subject in a fresh process; the
     generation metadata is in each measurement's ``output["data"]``. Fails unless every
-    subject read every segment byte and every counting subject every record. `workdir` is
-    not needed (the queue is read in place, read-only) and only created."""
+    subject read every segment byte and every counting subject every record. The queue is
+    read in place, read-only; `workdir` is created and, with `single` (``--one-segment``),
+    holds the one segment measured instead."""
     workdir.mkdir(parents=True, exist_ok=True)
     queue, meta, generated = ensure_queue(target_bytes)
     names = ["ours", "ours-reference", *(["ours-spark"] if with_spark else []), "baseline"]
     names += ["baseline-walk"] if with_walk else []
     label = f"{meta['segment_bytes'] / 1e6:,.0f} MB, {meta['records']:,} records"
+    if single:
+        target = Path(tempfile.mkdtemp(prefix="logqueue-one-segment-", dir=workdir))
+        target.rmdir()
+        try:
+            size = one_segment(queue, target)
+            meta = {**meta, "segment_bytes": size, "segments": 1}
+            label = f"one segment of {size / 1e6:,.0f} MB, {meta['records']:,} records"
+            return _measure_all(target, meta, generated, ["ours", "baseline"], label)
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+    return _measure_all(queue, meta, generated, names, label)
+
+
+def _measure_all(
+    queue: Path, meta: dict[str, Any], generated: bool, names: list[str], label: str
+) -> list[measure.Measurement]:
     results = []
     for name in names:
         subject, role = SUBJECTS[name]
@@ -356,9 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     parent.add_argument("--size", type=int, default=1 << 30, help="target segment bytes")
     parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parent.add_argument("--spark", action="store_true", help="also measure the Spark path")
+    parent.add_argument(
+        "--one-segment", action="store_true", help="ours and baseline on one segment of --size"
+    )
     args = parser.parse_args(argv)
     if args.command == "run":
-        for m in run(args.size, args.workdir, with_spark=args.spark):
+        for m in run(args.size, args.workdir, with_spark=args.spark, single=args.one_segment):
             print(json.dumps(measure.as_dict(m)))
         return 0
     if args.subject == "ours":  # imported and the kernel loaded (built once) before the clock
