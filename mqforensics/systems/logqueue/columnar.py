@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 BATCH_ROWS = 1 << 16
-WINDOW = 16 << 20  # bytes of a mapped segment walked between two releases of its pages
+WINDOW = 16 << 20  # bytes of a mapped segment the kernel walks at most between two releases
 BATCH_JSON = 8 << 20  # bytes of JSON text per batch (more for one record that needs more)
 MAX_FIELDS = 8  # as segment_kernel.c
 UUID_TEXT = 36
@@ -198,10 +198,11 @@ class ColumnarSegment:
     `segment.SegmentFile`; `number` is the segment number its records' positions carry.
 
     `open` maps a path read-only (never reads it whole); the constructor takes the bytes (or a
-    mapping) and the name. A mapped segment's pages are released (``MADV_DONTNEED``) as the walk
-    passes them, every `window` bytes, so what is resident of the file stays within about two
-    windows plus one record and the step the reference is reading (its resynchronisation may
-    look ahead through a damaged stretch): memory does not grow with the segment. The mapping
+    mapping) and the name. The kernel runs at most `window` bytes ahead of where it starts, and
+    a mapped segment's pages are released (``MADV_DONTNEED``) as the walk passes them, every
+    quarter window, so what is resident of the file stays within about 1.25 windows plus one
+    record and the step the reference is reading (its resynchronisation may look ahead through
+    a damaged stretch): memory does not grow with the segment. The mapping
     covers the file's size when opened (bytes appended later are not read, as with a read); the
     file must not be truncated while it is read (SIGBUS): segments are only ever appended to and
     unlinked, and an unlinked file stays mapped."""
@@ -289,7 +290,7 @@ class ColumnarSegment:
         nothing = (None,) * 9
         pos = fmt.SEGMENT_HEADER_SIZE
         while pos < end:
-            if pos - self._released >= self.window:
+            if pos - self._released >= self.window // 4:
                 self.release(pos)
             status = _STOP
             if lib is not None:
