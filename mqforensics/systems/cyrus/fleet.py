@@ -25,6 +25,10 @@ fails in the executor with an InputError naming it: `read_fleet` computes its fr
 re-raises it on the driver as that InputError; `read_records` stays lazy, so it surfaces at the
 action, wrapped, and `errors.explain` recovers the line. String columns show invalid UTF-8 as
 U+FFFD; ``key`` and ``value`` keep the exact bytes.
+
+Both yield Arrow record batches (`arrow_rows.ArrowRows`), the columns Spark's own conversion of
+the tuple rows (`record_rows`, `read_row`) would give; `record_batches` builds the records'
+columns a batch of records at a time, with no tuple per record.
 """
 
 from __future__ import annotations
