@@ -202,10 +202,10 @@ class ColumnarSegment:
     a mapped segment's pages are released (``MADV_DONTNEED``) as the walk passes them, every
     quarter window, so what is resident of the file stays within about 1.25 windows plus one
     record and the step the reference is reading (its resynchronisation may look ahead through
-    a damaged stretch): memory does not grow with the segment. The mapping
-    covers the file's size when opened (bytes appended later are not read, as with a read); the
-    file must not be truncated while it is read (SIGBUS): segments are only ever appended to and
-    unlinked, and an unlinked file stays mapped."""
+    a damaged stretch): memory does not grow with the segment. The mapping covers the file's
+    size when opened (bytes appended later are not read, as with a read); the file must not be
+    truncated while it is read (SIGBUS): segments are only ever appended to and unlinked, and an
+    unlinked file stays mapped."""
 
     def __init__(
         self,
@@ -220,7 +220,6 @@ class ColumnarSegment:
         self.records = 0
         self._released = 0
         self.header, self.number, self.problems = read_head(_as_read(self.data), self.source)
-        self.release(fmt.SEGMENT_HEADER_SIZE)
 
     @classmethod
     def open(
@@ -244,12 +243,12 @@ class ColumnarSegment:
 
     @property
     def mapped(self) -> bool:
+        """Whether the bytes are a mapping of the file (not bytes in memory)."""
         return isinstance(self.data, mmap.mmap)
 
     def release(self, upto: int) -> None:
-        """Drop the resident pages of the mapping below `upto` (whole pages only; read again
-        from the page cache if touched later). Nothing for bytes."""
-        # Whole pages below `upto`; the last, partial page too once the walk is at the end.
+        """Drop the resident pages of the mapping below `upto` (whole pages, and the last one at
+        the end; read again from the page cache if touched later). Nothing for bytes."""
         stop = self.size if upto >= self.size else upto // mmap.PAGESIZE * mmap.PAGESIZE
         if isinstance(self.data, mmap.mmap) and stop > self._released:
             self.data.madvise(mmap.MADV_DONTNEED, self._released, stop - self._released)
