@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mqforensics.errors import ConfigError, InputError, explain
+from mqforensics.sources.arrow_rows import ArrowRows
 from mqforensics.spec import AuditArgs
 from mqforensics.systems.cyrus import checks, database, dbchecks, fleet, perfile
 from mqforensics.systems.cyrus.frames import READ
@@ -163,9 +164,10 @@ def test_the_fleet_reader_judges_nothing(spark, flipped) -> None:
     assert rows[str(TWOSKIP)]["history"] and not rows[str(SHOW)]["history"]
     # The reader's rows are `read_row` of each file: no findings, no ACL entries, no counts
     # that take a judgement.
-    reader = fleet.CyrusFleetSource({"paths": json.dumps([str(SHOW)])}).reader(None)
-    (row,) = reader.read(reader.partitions()[0])
-    assert row == fleet.read_row(database.read_database(SHOW))
+    schema = frames.read.schema
+    reader = fleet.CyrusFleetSource({"paths": json.dumps([str(SHOW)])}).reader(schema)
+    (batch,) = reader.read(reader.partitions()[0])
+    assert batch == ArrowRows(schema).batch([fleet.read_row(database.read_database(SHOW))])
     assert not {"findings", "acl", "mailboxes", "bare_userids"} & set(frames.read.columns)
 
 
