@@ -20,8 +20,7 @@ listed like any other, its ``bucket`` and ``key`` escaped the same way.
 from __future__ import annotations
 
 import datetime as dt
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -30,6 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqforensics.errors import AuthenticationFailed, ConfigError, InputError, ServerUnavailable
 from mqforensics.filenames import fs_path, shown
+from mqforensics.sources.s3_endpoint import S3Endpoint
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,68 +40,6 @@ SCHEMA = (
     "bucket string, key string, size bigint, last_modified timestamp, etag string, "
     "storage_class string"
 )
-
-
-@dataclass(frozen=True)
-class S3Endpoint:
-    """An S3-compatible service and the keys to use; the secret never appears in a repr."""
-
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def from_env(cls) -> S3Endpoint:
-        """``MQF_S3_ENDPOINT`` (refused when it holds credentials) plus the standard ``AWS_*``
-        variables."""
-        from mqforensics.credentials import AWS_LOGIN, refuse_in_variable
-
-        endpoint = os.environ.get("MQF_S3_ENDPOINT") or None
-        refuse_in_variable("MQF_S3_ENDPOINT", endpoint, AWS_LOGIN)
-        return cls(
-            endpoint,
-            os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None,
-            os.environ.get("AWS_ACCESS_KEY_ID") or None,
-            os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
-        )
-
-    def to_options(self) -> dict[str, str]:
-        pairs = {
-            "endpoint_url": self.endpoint_url,
-            "region": self.region,
-            "aws_access_key_id": self.access_key,
-            "aws_secret_access_key": self.secret_key,
-        }
-        return {k: v for k, v in pairs.items() if v}
-
-    @classmethod
-    def from_options(cls, options: Any) -> S3Endpoint:
-        return cls(
-            options.get("endpoint_url"),
-            options.get("region"),
-            options.get("aws_access_key_id"),
-            options.get("aws_secret_access_key"),
-        )
-
-    def client(self) -> Any:
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name=self.region or "us-east-1",
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            config=Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5),
-        )
-
-    @property
-    def where(self) -> str:
-        from mqforensics.credentials import mask_secrets
-
-        return mask_secrets(self.endpoint_url) if self.endpoint_url else "AWS S3"
 
 
 @dataclass(frozen=True)
@@ -176,31 +114,6 @@ def s3_error(exc: Exception, endpoint: S3Endpoint, location: Location) -> Except
     if isinstance(exc, EndpointConnectionError):
         return ServerUnavailable(f"S3 endpoint {endpoint.where} is unreachable")
     return ServerUnavailable(f"{endpoint.where} failed listing {where}: {type(exc).__name__}")
-
-
-def classify_s3_error(exc: BaseException) -> str | None:
-    """ "retry" for timeouts and unavailable endpoints, "auth" for refused credentials."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(exc, NoCredentialsError):
-        return "auth"
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
-        return "retry"
-    if isinstance(exc, ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
-            return "auth"
-        if code in ("SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "503"):
-            return "retry"
-    if isinstance(exc, ConnectionError | TimeoutError):
-        return "retry"
-    return None
 
 
 class BlobListingSource(DataSource):

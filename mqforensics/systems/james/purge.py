@@ -66,8 +66,8 @@ from typing import TYPE_CHECKING, Any
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.purge.contract import Operations, TargetChanged, Verdict
 from mqforensics.purge.s3_delete import delete_if_match
-from mqforensics.sources.blobstore import S3Endpoint, classify_s3_error
 from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cluster
+from mqforensics.sources.s3_endpoint import S3Endpoint, classify_s3_error
 from mqforensics.systems.james import tombstones
 from mqforensics.systems.james.options import DEFAULT_CONSISTENCY, PurgeOptions
 from mqforensics.units import utc_millis_text

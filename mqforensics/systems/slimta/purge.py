@@ -65,7 +65,7 @@ from mqforensics.purge.held_unlink import (
 )
 from mqforensics.purge.s3_delete import delete_if_match, error_code
 from mqforensics.retention.manifest import Action, Plan
-from mqforensics.sources.blobstore import S3Endpoint, classify_s3_error
+from mqforensics.sources.s3_endpoint import S3Endpoint, classify_s3_error
 from mqforensics.systems.slimta.digests import hash_fields_digest
 from mqforensics.systems.slimta.disk import ENV_SUFFIX, META_SUFFIX
 from mqforensics.systems.slimta.options import PurgeOptions
