@@ -88,8 +88,8 @@ def _paths(options: Any) -> list[str]:
 
 def _text(value: str | None) -> str | None:
     """`value` as a valid string: surrogate-escaped invalid UTF-8 becomes U+FFFD."""
-    if value is None:
-        return None
+    if value is None or value.isascii():
+        return value
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
