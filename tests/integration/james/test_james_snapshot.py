@@ -9,6 +9,7 @@ tables through the ``mqf_cassandra`` source.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import re
@@ -258,6 +259,21 @@ def _driver(spark, cassandra_endpoint, keyspace: str, table: str, columns: list[
     return read_table(spark, cassandra_endpoint, keyspace, table, splits=4).select(*columns)
 
 
+@pytest.fixture(scope="module")
+def driver_rows(spark, cassandra_endpoint, keyspace):
+    """`_rows` of what the driver reads of a table's `columns`, sorted by `key`: read once per
+    module (no test changes the keyspace after the fixture filled it), a copy each time."""
+    read: dict[tuple, list[dict]] = {}
+
+    def rows(table: str, columns: list[str], key: list[str]) -> list[dict]:
+        at = (table, tuple(columns), tuple(key))
+        if at not in read:
+            read[at] = _rows(_driver(spark, cassandra_endpoint, keyspace, table, columns), key)
+        return copy.deepcopy(read[at])
+
+    return rows
+
+
 def _no_empty_text(rows: list[dict], columns: list[str]) -> list[dict]:
     # cqlsh COPY TO writes an empty text value exactly like null (copyutil.py: nullval ''),
     # so a top-level '' can only come back as null; nested empty strings are quoted and kept.
@@ -276,12 +292,12 @@ def test_cqlsh_writes_the_format_the_parser_expects(exports):
 
 @pytest.mark.parametrize("version", ["v4", "v3"])
 def test_csv_snapshot_equals_what_the_driver_reads(
-    spark, cassandra_endpoint, keyspace, exports, version
+    spark, cassandra_endpoint, keyspace, exports, version, driver_rows
 ):
     state = read_snapshot(spark, exports[version])
     table = f"enqueuedmails{version}"
     columns = [c for c, _ in TABLE_COLUMNS[table]]
-    expected = _rows(_driver(spark, cassandra_endpoint, keyspace, table, columns), ["enqueueid"])
+    expected = driver_rows(table, columns, ["enqueueid"])
     by_id = {r["enqueueid"]: r for r in expected}
     empty = by_id["5b1f2d3e-0000-4000-8000-000000000002"]
     if version == "v3":
@@ -306,15 +322,11 @@ def test_csv_snapshot_equals_what_the_driver_reads(
         assert (
             frame.schema.simpleString() == spark.createDataFrame([], schema).schema.simpleString()
         )
-        assert _rows(frame, key) == _rows(
-            _driver(spark, cassandra_endpoint, keyspace, table_name, names), key
-        )
+        assert _rows(frame, key) == driver_rows(table_name, names, key)
 
     if version == "v4":
-        driver = _driver(
-            spark, cassandra_endpoint, keyspace, "contentstart", ["queuename", "contentstart"]
-        )
-        assert _rows(state.content_start, ["queuename"]) == _rows(driver, ["queuename"])
+        driver = driver_rows("contentstart", ["queuename", "contentstart"], ["queuename"])
+        assert _rows(state.content_start, ["queuename"]) == driver
     else:
         assert state.content_start.count() == 0
         assert any("no contentstart" in note for note in state.notes)
@@ -334,13 +346,11 @@ def test_csv_snapshot_equals_what_the_driver_reads(
     assert state.as_of == dt.datetime.fromtimestamp(newest, UTC)
 
 
-def test_eventstore_csv_equals_the_driver_including_the_static_column(
-    spark, cassandra_endpoint, keyspace, exports
-):
+def test_eventstore_csv_equals_the_driver_including_the_static_column(spark, exports, driver_rows):
     columns = ["aggregateid", "eventid", "snapshot", "event"]
     got = read_table_export(spark, exports["all"] / "eventstore.csv", "eventstore")
-    expected = _driver(spark, cassandra_endpoint, keyspace, "eventstore", columns)
-    assert _rows(got, ["aggregateid", "eventid"]) == _rows(expected, ["aggregateid", "eventid"])
+    expected = driver_rows("eventstore", columns, ["aggregateid", "eventid"])
+    assert _rows(got, ["aggregateid", "eventid"]) == expected
 
 
 def test_small_chunks_read_every_row_exactly_once(spark, exports):
@@ -753,17 +763,13 @@ def test_dsbulk_writes_the_format_the_reader_expects(unloads):
 
 
 @pytest.mark.parametrize("layout", ["csv", "json", "gzip"])
-def test_a_dsbulk_unload_reads_what_the_driver_reads(
-    spark, cassandra_endpoint, keyspace, unloads, layout
-):
+def test_a_dsbulk_unload_reads_what_the_driver_reads(spark, unloads, layout, driver_rows):
     state = read_snapshot(spark, unloads[layout])
     kind = "JSON" if layout == "json" else "CSV"
     files = 4 if layout == "gzip" else 1
     assert f"enqueuedmailsv4 from enqueuedmailsv4/ (DSBulk {kind}, {files} file(s))" in state.notes
     columns = [c for c, _ in TABLE_COLUMNS["enqueuedmailsv4"]]
-    expected = _rows(
-        _driver(spark, cassandra_endpoint, keyspace, "enqueuedmailsv4", columns), ["enqueueid"]
-    )
+    expected = driver_rows("enqueuedmailsv4", columns, ["enqueueid"])
     got = _rows(state.entries, ["enqueueid"])
     assert {r.pop("table_version") for r in got} == {"v4"}
     assert got == expected  # the empty state stays empty: DSBulk tells it from null
@@ -775,7 +781,7 @@ def test_a_dsbulk_unload_reads_what_the_driver_reads(
         (state.content_start, "contentstart", ["queuename"]),
     ]:
         names = [c for c, _ in TABLE_COLUMNS[table]]
-        driver = _rows(_driver(spark, cassandra_endpoint, keyspace, table, names), key)
+        driver = driver_rows(table, names, key)
         assert _rows(frame, key) == driver, table
     assert [tuple(r) for r in state.config_history.collect()] == [
         (0, 3600, 1, 1000),
@@ -783,14 +789,10 @@ def test_a_dsbulk_unload_reads_what_the_driver_reads(
     ]
 
 
-def test_a_v3_dsbulk_json_unload_reads_empty_collections_as_null(
-    spark, cassandra_endpoint, keyspace, unloads
-):
+def test_a_v3_dsbulk_json_unload_reads_empty_collections_as_null(spark, unloads, driver_rows):
     state = read_snapshot(spark, unloads["v3"])
     columns = [c for c, _ in TABLE_COLUMNS["enqueuedmailsv3"]]
-    expected = _rows(
-        _driver(spark, cassandra_endpoint, keyspace, "enqueuedmailsv3", columns), ["enqueueid"]
-    )
+    expected = driver_rows("enqueuedmailsv3", columns, ["enqueueid"])
     got = _rows(state.entries, ["enqueueid"])
     assert {r.pop("table_version") for r in got} == {"v3"}
     assert got == expected
