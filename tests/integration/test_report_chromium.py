@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -97,22 +98,30 @@ def opened(page: Path) -> Iterator[DevTools]:
             tools.close()
 
 
-def _page_text(page: Path) -> tuple[str, list[str]]:
-    """The text the browser shows of `page` (``innerText``), and that of each table cell."""
+def _evaluated(page: Path, *expressions: str) -> list[Any]:
+    """The JSON values of `expressions` (e.g. `_TEXT_JS`, `_TABLES_JS`), evaluated in turn on
+    `page` opened once."""
     with opened(page) as tools:
-        answer = tools.call("Runtime.evaluate", expression=_TEXT_JS, returnByValue=True)
-    seen = json.loads(answer["result"]["value"])
-    return str(seen["text"]), [str(cell) for cell in seen["cells"]]
+        answers = [
+            tools.call("Runtime.evaluate", expression=expression, returnByValue=True)
+            for expression in expressions
+        ]
+    return [json.loads(answer["result"]["value"]) for answer in answers]
 
 
-def _check_text(page: Path) -> None:
-    text, cells = _page_text(page)
+def _check_text(page: Path, seen: dict[str, Any] | None = None) -> str:
+    """Asserts that the text the browser shows of `page` (``innerText``, `_TEXT_JS`; `seen`
+    when already evaluated) and its table cells show no missing value; returns that text."""
+    if seen is None:
+        [seen] = _evaluated(page, _TEXT_JS)
+    text, cells = str(seen["text"]), [str(cell) for cell in seen["cells"]]
     for pattern in _NEVER_IN_TEXT:
         found = pattern.search(text)
         around = text[max(found.start() - 200, 0) : found.end() + 200] if found else ""
         assert found is None, f"{page.name} shows {pattern.pattern!r}: ...{around}..."
     shown = sorted({cell for cell in cells if cell in _NEVER_A_CELL})
     assert shown == [], f"{page.name} has table cells {shown}"
+    return text
 
 
 def test_the_archive_report_renders_with_its_plots(
@@ -126,8 +135,10 @@ def test_the_archive_report_renders_with_its_plots(
     _check_page(report, tmp_path / "report.png", plots=2)
     assert report.title == "mqforensics report"
     assert {alt for alt, *_ in report.images} == {"findings per check", "plan actions per kind"}
-    _check_text(page)
-    text, _cells = _page_text(page)
+    # What the page shows, its tables on screen and as printed: one browser start for all.
+    pdf, shot = tmp_path / "report.pdf", tmp_path / "report-print-table.png"
+    seen, screen, printed = _seen_and_printed(page, pdf, shot)
+    text = _check_text(page, seen)
     # The verdict comes first: what was found, how bad, and what to do about each check.
     assert text.index("Verdict") < text.index("Inputs") < text.index("Findings:")
     rows = json.loads((demo / "findings.json").read_text())
@@ -148,11 +159,11 @@ def test_the_archive_report_renders_with_its_plots(
     assert "Bytes held: each stored object (system, scope, object)" in text
     assert f"{size_text(sum(r['bytes'] or 0 for r in rows))} held" not in text
     # A check none of whose findings records a size holds an en dash in the verdict, not 0 B.
-    verdict = _tables(page)[0]["rows"]
+    verdict = screen[0]["rows"]
     assert verdict[0][:4] == ["check", "worst severity", "findings", "bytes held"]
     sizeless = checks - {r["check"] for r in rows if r["bytes"] is not None}
     assert sizeless and {row[0] for row in verdict[1:] if row[3] == "\u2013"} == sizeless
-    _check_printed(page, pdftotext, tmp_path)
+    _check_printed(pdftotext, screen, printed, pdf, shot)
 
 
 # CSS pixels between the report's 12 mm margins on a landscape Letter page (A4 is wider).
@@ -177,15 +188,19 @@ _TABLES_JS = """JSON.stringify(Array.from(document.querySelectorAll("table")).ma
 }))"""
 
 
-def _tables(page: Path, *, print_pdf: Path | None = None, shot: Path | None = None) -> list:
-    """The tables of `page` as `_TABLES_JS` measures them on a 1280 px screen; with
-    `print_pdf`, printed to that PDF (as ``chromium --print-to-pdf`` prints, the page's own
-    CSS page size) and measured as laid out for print, `PRINT_WIDTH` wide, with a screenshot
-    of the widest findings table so laid out in `shot`."""
+def _seen_and_printed(page: Path, print_pdf: Path, shot: Path) -> tuple[dict, list, list]:
+    """`page` opened once on a 1280 px screen: what it shows (`_TEXT_JS`) and its tables as
+    `_TABLES_JS` measures them there; then printed to `print_pdf` (as ``chromium
+    --print-to-pdf`` prints, the page's own CSS page size) and its tables measured as laid out
+    for print, `PRINT_WIDTH` wide, with a screenshot of the widest findings table so laid out
+    in `shot`."""
     with opened(page) as tools:
-        if print_pdf is None:
-            answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
-            return list(json.loads(answer["result"]["value"]))
+        seen, screen = (
+            json.loads(
+                tools.call("Runtime.evaluate", expression=js, returnByValue=True)["result"]["value"]
+            )
+            for js in (_TEXT_JS, _TABLES_JS)
+        )
         printed = tools.call("Page.printToPDF", preferCSSPageSize=True, printBackground=True)
         print_pdf.write_bytes(base64.b64decode(printed["data"]))
         tools.call("Emulation.setEmulatedMedia", media="print")
@@ -193,23 +208,21 @@ def _tables(page: Path, *, print_pdf: Path | None = None, shot: Path | None = No
                    deviceScaleFactor=1, mobile=False)  # fmt: skip
         answer = tools.call("Runtime.evaluate", expression=_TABLES_JS, returnByValue=True)
         tables = list(json.loads(answer["result"]["value"]))
-        if shot is not None:
-            widest = max(tables, key=lambda t: len(t["rows"][0]))
-            clip = {"x": 0, "y": widest["top"] - 8, "width": PRINT_WIDTH,
-                    "height": widest["bottom"] - widest["top"] + 16, "scale": 1}  # fmt: skip
-            picture = tools.call("Page.captureScreenshot", format="png", clip=clip,
-                                 captureBeyondViewport=True)  # fmt: skip
-            shot.write_bytes(base64.b64decode(picture["data"]))
-        return tables
+        widest = max(tables, key=lambda t: len(t["rows"][0]))
+        clip = {"x": 0, "y": widest["top"] - 8, "width": PRINT_WIDTH,
+                "height": widest["bottom"] - widest["top"] + 16, "scale": 1}  # fmt: skip
+        picture = tools.call("Page.captureScreenshot", format="png", clip=clip,
+                             captureBeyondViewport=True)  # fmt: skip
+        shot.write_bytes(base64.b64decode(picture["data"]))
+        return seen, list(screen), tables
 
 
-def _check_printed(page: Path, pdftotext: Path, tmp_path: Path) -> None:
+def _check_printed(pdftotext: Path, on_screen: list, printed: list, pdf: Path, shot: Path) -> None:
     """On paper the widest findings table (wider than the page on screen) is whole: laid out
-    for print, every cell of every table ends inside the page, the last column included, and
-    the PDF Chromium prints holds that column's heading on the table's page."""
-    screen = {t["title"]: t for t in _tables(page)}
-    pdf, shot = tmp_path / "report.pdf", tmp_path / "report-print-table.png"
-    printed = _tables(page, print_pdf=pdf, shot=shot)
+    for print (`printed`, `pdf` and `shot` of `_seen_and_printed`), every cell of every table
+    ends inside the page, the last column included, and the PDF Chromium prints holds that
+    column's heading on the table's page."""
+    screen = {t["title"]: t for t in on_screen}
     where = f"(PDF {pdf}, screenshot {shot})"
     wide = max(printed, key=lambda t: len(t["rows"][0]))
     assert len(wide["rows"][0]) >= 12 and screen[wide["title"]]["width"] > PRINT_WIDTH, where
