@@ -91,11 +91,16 @@ class ArrowRows:
     def batches(self, rows: Iterable[Sequence[Any]], size: int = BATCH_ROWS) -> Iterator[Any]:
         """Record batches of at most `size` rows each (none for no rows): only one batch's
         rows are held at a time."""
-        pending: list[Sequence[Any]] = []
-        for row in rows:
-            pending.append(row)
-            if len(pending) >= size:
-                yield self.batch(pending)
-                pending = []
-        if pending:
-            yield self.batch(pending)
+        return map(self.batch, chunked(rows, size))
+
+
+def chunked(rows: Iterable[Sequence[Any]], size: int) -> Iterator[list[Sequence[Any]]]:
+    """`rows` in lists of `size` (the last one shorter; none for no rows)."""
+    pending: list[Sequence[Any]] = []
+    for row in rows:
+        pending.append(row)
+        if len(pending) >= size:
+            yield pending
+            pending = []
+    if pending:
+        yield pending

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqforensics.sources import cql_types
+from mqforensics.sources.arrow_rows import BATCH_ROWS, chunked
 from mqforensics.sources.cql_types import CqlType, UdtFields
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-BATCH_ROWS = 8192
 
 # Driver values of these types are what Arrow expects for the column's Spark type; naive
 # driver timestamps are UTC, which is how Arrow reads a naive datetime for a UTC column.
@@ -155,14 +155,7 @@ class BatchMaker:
 
     def batches(self, rows: Iterable[Sequence[Any]], size: int = BATCH_ROWS) -> Iterator[Any]:
         """Record batches of at most `size` rows; none for no rows."""
-        pending: list[Sequence[Any]] = []
-        for row in rows:
-            pending.append(row)
-            if len(pending) >= size:
-                yield self.batch(pending)
-                pending = []
-        if pending:
-            yield self.batch(pending)
+        return map(self.batch, chunked(rows, size))
 
 
 def pages(session: Any, statement: Any, parameters: Any = None) -> Iterator[Sequence[Any]]:
