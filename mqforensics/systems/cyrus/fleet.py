@@ -96,12 +96,18 @@ def _text(value: str | None) -> str | None:
 def record_rows(db: Database) -> Iterator[tuple]:
     """The `RECORDS` rows of one loaded input (none for a ``ctl_mboxlist -d`` dump)."""
     for seq, (key, value) in enumerate(db.items or ()):
-        info = records.classify_key(key)
-        name = info.name
-        if name is not None and info.kind in ("mailbox", "racl"):
-            name = records.dbname_to_intname(name)
-        namespace = None if info.shared is None else ("S" if info.shared else "U")
-        yield (db.source, seq, key, value, info.kind, _text(name), _text(info.user), namespace)
+        yield (db.source, seq, key, value, *key_fields(key))
+
+
+def key_fields(key: bytes) -> tuple[str, str | None, str | None, str | None]:
+    """What a record's key says (`records.classify_key`): the `RECORDS` columns ``kind``,
+    ``name`` (the intname), ``user`` and ``namespace``."""
+    info = records.classify_key(key)
+    name = info.name
+    if name is not None and info.kind in ("mailbox", "racl"):
+        name = records.dbname_to_intname(name)
+    namespace = None if info.shared is None else ("S" if info.shared else "U")
+    return info.kind, _text(name), _text(info.user), namespace
 
 
 def record_batches(db: Database, arrow: ArrowRows) -> Iterator[pa.RecordBatch]:
@@ -113,19 +119,8 @@ def record_batches(db: Database, arrow: ArrowRows) -> Iterator[pa.RecordBatch]:
     seq = 0
     for keys, values in _item_columns(db.items or ()):
         count = len(keys)
-        kinds: list[str] = []
-        names: list[str | None] = []
-        users: list[str | None] = []
-        namespaces: list[str | None] = []
-        for key in keys:
-            info = records.classify_key(key)
-            name = info.name
-            if name is not None and info.kind in ("mailbox", "racl"):
-                name = records.dbname_to_intname(name)
-            kinds.append(info.kind)
-            names.append(_text(name))
-            users.append(_text(info.user))
-            namespaces.append(None if info.shared is None else ("S" if info.shared else "U"))
+        fields = [key_fields(key) for key in keys]
+        kinds, names, users, namespaces = ([f[i] for f in fields] for i in range(4))
         source = pa.repeat(pa.scalar(db.source, pa.string()), count)
         positions = pa.array(np.arange(seq, seq + count, dtype=np.int64), pa.int32())
         yield arrow.columns_batch([source, positions, keys, values, kinds, names, users,
