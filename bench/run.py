@@ -51,7 +51,8 @@ FULL = {
 }
 # The James audit at 100M entries (`--with-100m`, or `--james-entries 100000000`): above
 # `REPEATED_MAX_ENTRIES` the audit and its scan run once each, without the history subject (the
-# same audit again): one round takes about as long as the rest of `make bench`.
+# same audit again): one round took about as long as the rest of `make bench` (6.5 min since
+# 2026-12-06, plus about 10 min to generate the snapshot once).
 HUGE_ENTRIES = 100_000_000
 REPEATED_MAX_ENTRIES = 10_000_000
 # pandas holds the tables it reads in one process: its peak (VmHWM) was 2.8 GiB at 1M entries

@@ -150,6 +150,16 @@ def test_an_anti_join_of_small_shuffled_partitions_is_hashed_not_sorted(spark):
     assert "ShuffledHashJoin" in final and "SortMergeJoin" not in final, plan
 
 
+def test_a_large_shuffle_gets_partitions_within_the_partition_target(spark):
+    from mqforensics.spark import shuffle_partitions
+
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
+    target = int(spark.conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes").rstrip("b"))
+    assert shuffle_partitions(spark, 0) == shuffle_partitions(spark, 8 * target) == 8
+    assert shuffle_partitions(spark, 8 * target + 1) == 9
+    assert shuffle_partitions(spark, 100 * target) == 100
+
+
 MIB = 1024**2
 
 
@@ -179,6 +189,27 @@ def test_the_hash_join_limit_is_a_share_of_a_tasks_memory(settings, expected):
     from mqforensics.spark import hash_join_limit
 
     assert hash_join_limit(settings) == expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"spark.master": "local[2]", "spark.driver.memory": "3g"}, int(2772 * MIB * 0.6 / 2)),
+        ({"spark.master": "local[*]"}, int(724 * MIB * 0.6 / 2)),  # Spark's default heap
+        ({"spark.master": "local[2]", "spark.driver.memory": "3g", "spark.memory.fraction": "0.3"},
+         int(2772 * MIB * 0.3 / 2)),
+        # A cluster: the smaller of the driver, which builds it, and an executor, which holds it.
+        ({"spark.master": "spark://h:7077", "spark.driver.memory": "64g",
+          "spark.executor.memory": "4g"}, int(3796 * MIB * 0.6 / 2)),
+        ({"spark.master": "spark://h:7077", "spark.executor.memory": "8g"},
+         int(724 * MIB * 0.6 / 2)),
+        ({"spark.master": "local[2]", "spark.driver.memory": "256m"}, 0),
+    ],
+)  # fmt: skip
+def test_the_broadcast_limit_is_a_share_of_the_memory_spark_manages(settings, expected):
+    from mqforensics.spark import broadcast_limit
+
+    assert broadcast_limit(settings) == expected
 
 
 def test_local_star_counts_this_machines_cores():

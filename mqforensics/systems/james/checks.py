@@ -6,7 +6,7 @@ built by `finding.finding`); the facts several checks read are prepared once per
 Each check's exact condition is specified in docs/james.md; the docstrings say why it matters.
 Checks never read or write anything outside the frames they are given; the only driver-side
 collects are of the tiny configuration history and of per-queue aggregates, and the counts that
-decide whether a set of keys is small enough to send to every task (`BROADCAST_ROWS`).
+decide whether a set of keys is small enough to send to every task (`context.BROADCAST_BYTES`).
 """
 
 from __future__ import annotations
@@ -355,10 +355,10 @@ def orphaned_blob(frames: JamesState, settings: Settings) -> DataFrame:
     unnamed = ctx.unnamed_blobs.where(F.col("old")).select("key")
     if ctx.state.blob_references is not None:
         known = ctx.state.blob_references.select("key").where(F.col("key").isNotNull())
-        referenced = known.join(ctx.sent_if_few_blobs(unnamed), "key", "left_semi")
+        referenced = known.join(ctx.sent_if_few_unnamed(unnamed), "key", "left_semi")
     else:
         referenced = ctx.referenced_blobs.select("key")
-    orphan_keys = ctx.sent_if_few_blobs(unnamed.join(referenced, "key", "left_anti"))
+    orphan_keys = ctx.sent_if_few_unnamed(unnamed.join(referenced, "key", "left_anti"))
     orphans = candidates.join(orphan_keys, "key", "left_semi")
     detail = F.struct(
         "bucket",
@@ -396,7 +396,7 @@ def consumed_blob(frames: JamesState, settings: Settings) -> DataFrame:
     ids = ctx.rows.select(
         "queuename", "enqueueid", "enqueuedtime", F.explode(F.array(*BLOB_IDS)).alias("key")
     )
-    rows = ids.where(F.col("key").isNotNull()).join(ctx.sent_if_few_blobs(keys), "key")
+    rows = ids.where(F.col("key").isNotNull()).join(ctx.sent_if_few_unnamed(keys), "key")
     referrer = F.struct(
         F.col("queuename").alias("queue"),
         F.lower(F.col("enqueueid")).alias("enqueueid"),
@@ -406,7 +406,7 @@ def consumed_blob(frames: JamesState, settings: Settings) -> DataFrame:
         F.sort_array(F.collect_set(referrer)).alias("referrers"),
         F.array_sort(F.collect_set("queuename")).alias("queues"),
     )
-    kept = blobs.where(F.col("id_kind") == PASSTHROUGH).join(ctx.sent_if_few_blobs(by_key), "key")
+    kept = blobs.where(F.col("id_kind") == PASSTHROUGH).join(ctx.sent_if_few_unnamed(by_key), "key")
     detail = F.struct(
         "bucket",
         "id_kind",

@@ -21,6 +21,7 @@ from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
 from mqforensics.errors import InputError
+from mqforensics.spark import broadcast_limit, memory_settings, shuffle_partitions
 from mqforensics.systems.james.blob_ids import PASSTHROUGH
 from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.options import ConfigEvent, Settings
@@ -58,6 +59,10 @@ class Context:
     live: DataFrame = field(init=False)
     # How many `referenced_blobs` keys are passthrough ones (counted while they are kept).
     _passthrough_referenced: int = field(init=False, default=0)
+    # Bytes of the keys this audit sends to every task (`broadcast_rows`).
+    _sent_bytes: int = field(init=False, default=0)
+    # How many `unnamed_blobs` keys there are (counted while they are kept).
+    _unnamed_rows: int = field(init=False, default=0)
     # The (queue, slice) of live rows from contentStart to browseStart, observed (`first_kept`).
     _holding: Observation = field(init=False)
 
@@ -75,14 +80,19 @@ class Context:
         # it is kept (an observation), not by a job of its own.
         early, counted = Observation("early rows"), Observation("live keys")
         rollup = with_starts(self.state, partition_rollup(self.state))
-        self.rollup = keep(rollup.observe(early, _early_rows().alias("rows")))
+        every_row = F.sum("rows").alias("all")
+        self.rollup = keep(rollup.observe(early, _early_rows().alias("rows"), every_row))
         early_rows = _observed(early, "rows", lambda: _first(self.rollup.select(_early_rows())))
         self.early_kept = early_rows <= KEPT_EARLY_ROWS
-        live_keys = _live_keys(self.state)
+        view_rows = _observed(early, "all", lambda: _first(self.rollup.select(every_row)))
+        partitions = shuffle_partitions(self.state.entries.sparkSession, view_rows * KEY_BYTES)
+        live_keys = _live_keys(self.state, partitions)
         live_keys = keep(live_keys.observe(counted, F.count(F.lit(1)).alias("keys")))
-        keys = _observed(counted, "keys", lambda: live_keys.limit(BROADCAST_ROWS + 1).count())
-        if keys <= BROADCAST_ROWS:
+        few_keys = self.broadcast_rows(LIVE_KEY_BYTES)
+        keys = _observed(counted, "keys", lambda: live_keys.limit(few_keys + 1).count())
+        if keys <= few_keys:
             live_keys = F.broadcast(live_keys)
+            self._sent_bytes += keys * LIVE_KEY_BYTES
         # The slices of live rows from a queue's contentStart to its browseStart (invisible
         # mail, few) are gathered while the marked rows are kept: where contentStart may move.
         self._holding = Observation("live slices before browseStart")
@@ -93,15 +103,47 @@ class Context:
         self.marked = marked.withColumn("wrong_bucket", judged)
         self.live = self.marked.where(F.col("live")).select(*AUDIT_COLUMNS, *STARTS)
 
+    def broadcast_rows(self, row_bytes: int) -> int:
+        """How many keys of `row_bytes` each may still be sent to every task: what is left of
+        `BROADCAST_BYTES` (the session's `spark.broadcast_limit` when that is None) beside the
+        keys this audit already sends (they may be held at the same time)."""
+        limit = BROADCAST_BYTES
+        if limit is None:
+            limit = broadcast_limit(memory_settings(self.state.entries.sparkSession))
+        return max(0, limit - self._sent_bytes) // row_bytes
+
     @functools.cached_property
     def few_blobs(self) -> bool:
         """Whether the blob listing is small enough to send to every task."""
         blobs = self.state.blobs
         if blobs is None:
             return False
-        if self.state.blob_rows is not None:
-            return self.state.blob_rows <= BROADCAST_ROWS
-        return at_most(blobs, BROADCAST_ROWS)
+        few = self.broadcast_rows(LISTED_BLOB_BYTES)
+        rows = self.state.blob_rows
+        if rows is None:
+            return at_most(blobs, few)
+        if rows <= few:
+            self._sent_bytes += rows * LISTED_BLOB_BYTES
+        return rows <= few
+
+    @functools.cached_property
+    def few_unnamed(self) -> bool:
+        """Whether the `unnamed_blobs` keys are few enough to send to every task: when the
+        listing is (`few_blobs`), or when they fit beside what this audit already sends (a
+        listing too large to send is mostly a live mail's blobs, which drop out there)."""
+        if self.few_blobs:
+            return True
+        self.unnamed_blobs  # noqa: B018 (counted while they are kept)
+        rows = self._unnamed_rows
+        if rows <= self.broadcast_rows(LISTED_BLOB_BYTES):
+            self._sent_bytes += rows * LISTED_BLOB_BYTES
+            return True
+        return False
+
+    def sent_if_few_unnamed(self, frame: DataFrame) -> DataFrame:
+        """`frame` (at most a row per `unnamed_blobs` key) sent to every task when those keys
+        are few (`few_unnamed`), so the references it is joined with are not shuffled."""
+        return F.broadcast(frame) if self.few_unnamed else frame
 
     def listed_sizes(self) -> DataFrame:
         """Every listed blob's ``key`` and ``listed_size`` (0 for none), `sent_if_few_blobs`:
@@ -178,16 +220,20 @@ class Context:
             F.max(F.col("id_kind") == PASSTHROUGH).alias("passthrough"),
             F.max(F.col("last_modified") < cutoff).alias("old"),
         )
-        return self.state.keep(keys.join(named, "key", "left_anti"))
+        counted = Observation("unnamed blobs")
+        unnamed = keys.join(named, "key", "left_anti")
+        kept = self.state.keep(unnamed.observe(counted, F.count(F.lit(1)).alias("keys")))
+        self._unnamed_rows = _observed(counted, "keys", kept.count)
+        return kept
 
     @functools.cached_property
     def referenced_blobs(self) -> DataFrame:
         """The `unnamed_blobs` keys some view row read names (consumed rows only: no live row
         names them), ``key`` and ``passthrough``, kept; how many are passthrough ones is
         counted while they are kept (`passthrough_referenced`). Only these few keys are looked
-        up among every reference (sent to every task when the listing is small, so the
+        up among every reference (sent to every task when they are few, `few_unnamed`, so the
         references, two per view row, are not shuffled)."""
-        unnamed = self.sent_if_few_blobs(self.unnamed_blobs.select("key", "passthrough"))
+        unnamed = self.sent_if_few_unnamed(self.unnamed_blobs.select("key", "passthrough"))
         ids = self.rows.select(F.explode(F.array(*BLOB_IDS)).alias("key"))
         named = ids.where(F.col("key").isNotNull()).join(unnamed, "key")
         counted = Observation("referenced passthrough blobs")
@@ -248,9 +294,15 @@ AUDIT_COLUMNS = (
 KEY = ["queuename", "enqueueid"]
 BLOB_IDS = ("headerblobid", "bodyblobid")
 PARTITION = ["queuename", "timerangestart", "bucketid"]
-# Keys (live mails, listed blobs) up to this many are sent to every task rather than shuffled
-# against the view: tens of megabytes at most.
-BROADCAST_ROWS = 1_000_000
+# Keys (live mails, listed blobs) are sent to every task rather than shuffled against the view
+# when their hash relation fits the session's `spark.broadcast_limit` (None), or this many bytes.
+BROADCAST_BYTES: int | None = None
+# Bytes a key takes in that relation (Spark's "data size" of the broadcast, bench/ James audits
+# at 10M and 100M entries): a live key's fingerprint (433k: 48 MiB; 4.3M: 576 MiB), a listed
+# blob's key and size (867k: 160 MiB). With a 3 GiB heap 6.2M live keys, or 4.3M listed blobs,
+# are sent; with Spark's default 1 GiB 1.6M or 1.1M (the fixed bound was a million each).
+LIVE_KEY_BYTES = 140
+LISTED_BLOB_BYTES = 200
 
 
 FLAGS = ("live", "wrong_bucket", "wrong_slice", "early")
@@ -261,14 +313,19 @@ STARTS = ("browsestart", "contentstart")
 KEPT_EARLY_ROWS = 1_000_000
 
 
-def _live_keys(state: JamesState) -> DataFrame:
+def _live_keys(state: JamesState, partitions: int | None = None) -> DataFrame:
     """The distinct `_key_fingerprint`s (``live_key_hash``, ``live_key_hash_2``) of the view
     rows without a deletedmailsv2 marker, with ``live`` true: only the fingerprints of the
     keys are shuffled, and the output (a queue's live mails) is small. A row with a null key
-    part is live without a lookup (`marked_rows`), so its key is not among them."""
+    part is live without a lookup (`marked_rows`), so its key is not among them. Both sides are
+    shuffled into `partitions` when more than the session's (`spark.shuffle_partitions`)."""
     fingerprint = [h.alias(c) for h, c in zip(_key_fingerprint(), _FINGERPRINT, strict=True)]
     view_keys = state.entries.where(_whole_key()).select(*fingerprint)
     markers = state.deleted.where(_whole_key()).select(*fingerprint)
+    default = int(state.entries.sparkSession.conf.get("spark.sql.shuffle.partitions") or 8)
+    if partitions is not None and partitions > default:
+        view_keys = view_keys.repartition(partitions, *_FINGERPRINT)
+        markers = markers.repartition(partitions, *_FINGERPRINT)
     keys = view_keys.join(markers, list(_FINGERPRINT), "left_anti")
     # Distinct: one view row must meet at most one live key (the same key in two partitions
     # is two live rows).
@@ -279,6 +336,9 @@ def _live_keys(state: JamesState) -> DataFrame:
 
 # A key's fingerprint: (queuename, enqueueid) hashed twice, by xxhash64 with two seeds.
 _FINGERPRINT = ("key_hash", "key_hash_2")
+# Bytes a fingerprint takes shuffled (a row of two longs), by which the keys' anti join is
+# split: 100M view keys into 44 partitions, where 8 were sorted and spilled 5.4 GB (bench/).
+KEY_BYTES = 24
 _SECOND_SEED = 0x6D71_6621  # any constant: it makes the second hash's seed differ
 
 

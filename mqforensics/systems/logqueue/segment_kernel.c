@@ -7,7 +7,8 @@
  * decodes (the caller hands that offset to the reference reader for one step), when the batch
  * is full, at the first record that starts at or past state[S_LIMIT] (the caller releases the
  * mapped pages it has passed, then resumes), or at the end of the buffer. Every read is
- * bounds-checked against `len`; every write against the capacities given. The record types come from format.py through `spec_t`. */
+ * bounds-checked against `len`; every write against the capacities given. The record types
+ * come from format.py through `spec_t`. */
 #include <stdint.h>
 #include <string.h>
 

@@ -132,7 +132,7 @@ def live_keys_sent(request, monkeypatch):
     from mqforensics.systems.james import context
 
     if request.param == "shuffled":
-        monkeypatch.setattr(context, "BROADCAST_ROWS", 0)
+        monkeypatch.setattr(context, "BROADCAST_BYTES", 0)
     return request.param
 
 
@@ -329,13 +329,13 @@ def test_no_configuration_is_an_input_error(spark, planted):
         run_checks(state)
 
 
-@pytest.mark.parametrize("broadcast_rows", [1_000_000, 0])
-def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_rows):
+@pytest.mark.parametrize("broadcast_bytes", [10**9, 0])
+def test_live_rows_are_the_rows_without_a_marker(spark, monkeypatch, broadcast_bytes):
     """Whether the live keys are sent to every task or shuffled, the rows without a marker:
     a key's fingerprint tells its two parts apart."""
     from mqforensics.systems.james import context
 
-    monkeypatch.setattr(context, "BROADCAST_ROWS", broadcast_rows)  # 0: live keys shuffled
+    monkeypatch.setattr(context, "BROADCAST_BYTES", broadcast_bytes)  # 0: live keys shuffled
     b = Builder()
     stuck = b.mail("outgoing", at(10, 0), at(10, 0, 10))
     consumed = b.mail("spool", at(21, 9), at(21, 9, 5), consumed=True)
@@ -471,7 +471,7 @@ def test_counts_not_observed_are_counted(planted, monkeypatch, default_findings)
     monkeypatch.setattr(context, "Observation", Unreported)
     assert sorted(map(tuple, run_checks(state).collect())) == observed
     monkeypatch.setattr(context, "KEPT_EARLY_ROWS", 0)
-    monkeypatch.setattr(context, "BROADCAST_ROWS", 0)
+    monkeypatch.setattr(context, "BROADCAST_BYTES", 0)
     assert sorted(map(tuple, run_checks(state).collect())) == observed
 
 
@@ -565,3 +565,59 @@ def test_personal_data_is_every_row_holding_a_searched_subject(spark, live_keys_
     assert wanted.lower() not in json.dumps(found).lower()
     # Nothing searched: no finding, and no address hashed.
     assert run_checks(state, only=["personal_data"]).collect() == []
+
+
+def test_the_keys_sent_to_every_task_share_one_budget(planted, monkeypatch):
+    """The live keys and the blob listing may be held in every task at the same time: the
+    listing is sent only when it fits beside the live keys sent (`context.BROADCAST_BYTES`),
+    and the listed keys no live row names when the listing is, or when they fit."""
+    from mqforensics.systems.james import context
+
+    state, _ = planted
+    listing = state.blobs.count() * context.LISTED_BLOB_BYTES
+    monkeypatch.setattr(context, "BROADCAST_BYTES", 10**9)
+    roomy = context.prepare(state, Settings())
+    live_bytes = roomy._sent_bytes
+    assert live_bytes == roomy.live.count() * context.LIVE_KEY_BYTES > 0
+    assert roomy.few_blobs
+    monkeypatch.setattr(context, "BROADCAST_BYTES", live_bytes + listing)
+    assert context.prepare(state, Settings()).few_blobs
+    monkeypatch.setattr(context, "BROADCAST_BYTES", live_bytes + listing - 1)
+    tight = context.prepare(state, Settings())
+    assert tight._sent_bytes == live_bytes and not tight.few_blobs
+    # The listed keys no live row names are fewer: they still fit, and are sent.
+    unnamed = tight.unnamed_blobs.count()
+    assert 0 < unnamed * context.LISTED_BLOB_BYTES < listing
+    assert (
+        tight.few_unnamed and tight._sent_bytes == live_bytes + unnamed * context.LISTED_BLOB_BYTES
+    )
+    monkeypatch.setattr(
+        context, "BROADCAST_BYTES", live_bytes + unnamed * context.LISTED_BLOB_BYTES - 1
+    )
+    assert not context.prepare(state, Settings()).few_unnamed
+    monkeypatch.setattr(context, "BROADCAST_BYTES", live_bytes - 1)
+    assert context.prepare(state, Settings())._sent_bytes == 0
+
+
+def test_a_large_view_splits_the_keys_anti_join_finer_and_finds_the_same(
+    planted, monkeypatch, default_findings
+):
+    """The keys' anti join gets more partitions than the session's when the view's keys would
+    fill them past the partition target (`spark.shuffle_partitions`); findings are the same."""
+    from mqforensics.systems.james import context
+
+    state, _ = planted
+    target = int(state.entries.sparkSession.conf.get(
+        "spark.sql.adaptive.advisoryPartitionSizeInBytes").rstrip("b"))  # fmt: skip
+    view_rows = state.entries.count()
+    monkeypatch.setattr(context, "KEY_BYTES", -(-20 * target // view_rows))  # 20 targets' worth
+    split = []
+    live_keys = context._live_keys
+
+    def recorded(frames, partitions=None):
+        split.append(partitions)
+        return live_keys(frames, partitions)
+
+    monkeypatch.setattr(context, "_live_keys", recorded)
+    assert sorted(map(tuple, run_checks(state).collect())) == sorted(map(tuple, default_findings))
+    assert split == [20]
