@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics import systems
+from mqforensics.content_search import FULL
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, InputError, translated, typed
 from mqforensics.findings import (
@@ -54,15 +55,18 @@ def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
 
     key = subjects.new_key(common.out) if keyed else b""
     wanted: frozenset[str] = frozenset()
+    full: frozenset[str] = frozenset()
     if common.erasure_policy is not None and keyed:
-        hashes = subjects.erasure_subjects(systems.load_policy(common.erasure_policy))
-        wanted = frozenset(subjects.keyed_all(hashes, key))
+        policy = systems.load_policy(common.erasure_policy)
+        wanted = frozenset(subjects.keyed_all(subjects.erasure_subjects(policy), key))
+        full = frozenset(subjects.keyed_all(subjects.erasure_subjects(policy, FULL), key))
     return AuditArgs(
         out=common.out,
         as_of=common.as_of,
         reveal_addresses=common.reveal_addresses,
         subjects=wanted,
         subject_key=key,
+        full_subjects=full,
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from mqforensics.content_search import Searched
 from mqforensics.errors import InputError
 from mqforensics.options import Options, option
 from mqforensics.retention.policy import RuleKind
@@ -178,7 +179,8 @@ class AuditArgs:
 
     `subjects` are the keyed hashes (`mqforensics.subjects`) of the data subjects the audit is
     to look for (``erasure_policy``): a system's ``personal_data`` check records each object
-    holding one, with the matching keyed hashes in ``detail.subjects``. `subject_key` keys them.
+    holding one, with the matching keyed hashes in ``detail.subjects``. `subject_key` keys them;
+    `full_subjects` are those searched in message bodies and attachments too (`searched`).
     """
 
     out: Path
@@ -186,6 +188,13 @@ class AuditArgs:
     reveal_addresses: bool
     subjects: frozenset[str] = frozenset()
     subject_key: bytes = b""
+    # The `subjects` of rules with ``search = "full"``: also searched in bodies and attachments.
+    full_subjects: frozenset[str] = frozenset()
+
+    @property
+    def searched(self) -> Searched:
+        """What content searches look for (`content_search.Searched`)."""
+        return Searched(self.subject_key, self.subjects, self.full_subjects & self.subjects)
 
 
 CHECKOUT_SAMPLES = Path(__file__).resolve().parents[1] / "datasets"

@@ -76,9 +76,11 @@ def keyed_all(subject_hashes: Iterable[str], key: bytes) -> list[str]:
     return sorted({keyed(s, key) for s in subject_hashes})
 
 
-def erasure_subjects(policy: Policy) -> list[str]:
-    """Every subject hash of the policy's erase_subject rules."""
-    return sorted({s for rule in policy.rules for s in rule.subjects})
+def erasure_subjects(policy: Policy, search: str | None = None) -> list[str]:
+    """Every subject hash of the policy's erase_subject rules (of those searching at `search`
+    depth, ``headers`` or ``full``, when given)."""
+    rules = [r for r in policy.rules if search is None or r.search == search]
+    return sorted({s for rule in rules for s in rule.subjects})
 
 
 def address_hash_column(address: Column) -> Column:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from mqforensics.addresses import address_forms
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.privacy import pseudonymize_text
 from mqforensics.units import duration_text, parse_duration
@@ -30,7 +31,9 @@ DEFAULT_TOMBSTONE_BUDGET = 100
 
 _TOP_KEYS = ("version", "tombstone_budget_per_partition", "rules")
 _COMMON_RULE_KEYS = ("id", "kind", "legal_basis", "systems", "queues")
-_ERASE_KEYS = ("addresses", "address_sha256")
+_ERASE_KEYS = ("addresses", "address_sha256", "search")
+# How deep an erase_subject rule searches content (`Rule.search`).
+SEARCH_HEADERS, SEARCH_FULL = "headers", "full"
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule; `subjects` holds sha256 hex of each lower-cased trimmed address, never one."""
+    """One rule; `subjects` holds sha256 hex of each lower-cased trimmed address (one per form
+    of its domain, `addresses.address_forms`), never an address."""
 
     id: str
     kind: str
@@ -82,6 +86,9 @@ class Rule:
     systems: tuple[str, ...] = ()
     queues: tuple[str, ...] = ()
     subjects: tuple[str, ...] = ()
+    # erase_subject: "headers" (envelopes and message headers) or "full" (also decoded bodies
+    # and attachments).
+    search: str = SEARCH_HEADERS
     references_complete: bool = False
     # Its kind's objects belong to no queue (`RuleKind.queueless`).
     queueless: bool = False
@@ -128,6 +135,7 @@ class Policy:
                     "systems": list(r.systems),
                     "queues": list(r.queues),
                     "subject_count": len(r.subjects),
+                    **({"search": r.search} if r.kind == ERASE_SUBJECT else {}),
                     "references_complete": r.references_complete,
                 }
                 for r in self.rules
@@ -269,6 +277,7 @@ def _rule(table: Any, position: str, where: str, kinds: Mapping[str, RuleKind]) 
         systems=_names(table, "systems", here),
         queues=_names(table, "queues", here),
         subjects=_subjects(table, here) if kind == ERASE_SUBJECT else (),
+        search=_search(table, here),
         references_complete=references_complete,
         queueless=kinds[kind].queueless,
     )
@@ -298,6 +307,16 @@ def _names(table: dict[str, Any], key: str, here: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value)
 
 
+def _search(table: dict[str, Any], here: str) -> str:
+    value = table.get("search", SEARCH_HEADERS)
+    if value not in (SEARCH_HEADERS, SEARCH_FULL):
+        raise ConfigError(
+            f"{here}: search must be {SEARCH_HEADERS!r} (envelopes and headers, the default) or "
+            f"{SEARCH_FULL!r} (also bodies and attachments), not {_quoted(value)}"
+        )
+    return str(value)
+
+
 def _subjects(table: dict[str, Any], here: str) -> tuple[str, ...]:
     addresses = table.get("addresses", [])
     hashes = table.get("address_sha256", [])
@@ -308,7 +327,9 @@ def _subjects(table: dict[str, Any], here: str) -> tuple[str, ...]:
     for index, address in enumerate(addresses):
         if not isinstance(address, str) or "@" not in address or not address.strip():
             raise ConfigError(f"{here}: addresses[{index}] is not a mail address (a text with '@')")
-        subjects.append(subject_hash(address))
+        # Every IDNA form of the domain (`addresses.address_forms`): an envelope or header
+        # writes the one its sender used.
+        subjects.extend(subject_hash(form) for form in address_forms(address))
     for index, digest in enumerate(hashes):
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise ConfigError(
