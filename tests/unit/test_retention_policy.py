@@ -156,6 +156,7 @@ def test_describe_is_the_plan_header_policy_object_without_any_subject(tmp_path)
                 "systems": [],
                 "queues": [],
                 "subject_count": 2,
+                "search": "headers",
                 "references_complete": False,
             },
             {
@@ -413,3 +414,32 @@ def test_a_top_level_that_is_not_a_table_is_refused(tmp_path):
     path = write(tmp_path, "p.yaml", "- 1\n- 2\n")
     with pytest.raises(ConfigError, match="the top level must be a table"):
         load_policy(path)
+
+
+def _policy(tmp_path, rule):
+    return load_policy(write(tmp_path, "p.toml", minimal(rule)))
+
+
+def test_search_depth_is_headers_by_default_full_when_asked_and_nothing_else(tmp_path):
+    address = 'addresses = ["a@example.org"]\n'
+    assert _policy(tmp_path, ERASE + address).rules[0].search == "headers"
+    full = _policy(tmp_path, ERASE + address + 'search = "full"\n')
+    assert full.rules[0].search == "full"
+    assert full.describe()["rules"][0]["search"] == "full"
+    with pytest.raises(ConfigError, match="rule 'x': search must be 'headers'.*not 'body'"):
+        _policy(tmp_path, ERASE + address + 'search = "body"\n')
+    consumed = 'id = "x"\nkind = "consumed_mail"\nolder_than = "1d"\nlegal_basis = "b"\n'
+    with pytest.raises(ConfigError, match=r"rule 'x' \(consumed_mail\): unknown key 'search'"):
+        _policy(tmp_path, consumed + 'search = "full"\n')
+
+
+def test_an_internationalised_domain_is_searched_in_both_its_forms(tmp_path):
+    policy = _policy(tmp_path, ERASE + 'addresses = ["Carol@Bücher.example"]\n')
+    assert set(policy.rules[0].subjects) == {
+        subject_hash("carol@bücher.example"),
+        subject_hash("carol@xn--bcher-kva.example"),
+    }
+    ascii_form = _policy(tmp_path, ERASE + 'addresses = ["carol@xn--bcher-kva.example"]\n')
+    assert ascii_form.rules[0].subjects == policy.rules[0].subjects
+    plain = _policy(tmp_path, ERASE + 'addresses = ["carol+news@example.org"]\n')
+    assert plain.rules[0].subjects == (subject_hash("carol+news@example.org"),)
