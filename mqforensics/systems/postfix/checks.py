@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from mqforensics import subjects
 from mqforensics.findings import empty, select_findings, union_all
 from mqforensics.systems.postfix.files import SYSTEM
 from mqforensics.systems.postfix.frames import PostfixFrames
@@ -227,29 +226,51 @@ def retention_exceeded(frames: PostfixFrames, options: Settings) -> DataFrame:
     )  # fmt: skip
 
 
+def _content(frames: PostfixFrames, options: Settings) -> DataFrame:
+    """The queue files joined to where the subjects are in them (`content.CONTENT`): the
+    loader's search (`frames.content`), else one made now (lazily, in the executors)."""
+    from mqforensics.systems.postfix.content import search_files
+
+    content = frames.content
+    if content is None:
+        content = search_files(frames.files, options.searched)
+    content = content.select(
+        F.col("path").alias("_path"), F.col("subjects").alias("_subjects"),
+        F.col("found").alias("_found"), F.col("unreadable").alias("_unreadable"),
+    )  # fmt: skip
+    messages = _messages(frames)
+    return messages.join(content, messages["path"] == content["_path"])
+
+
 def personal_data(frames: PostfixFrames, options: Settings) -> DataFrame:
-    """A queue file whose envelope sender or recipients (current or original) include a data
-    subject searched for (``--erasure-policy``); ``detail.subjects`` are the matching keyed
-    hashes, never an address. Headers and bodies are not searched."""
+    """A queue file holding a data subject searched for (``--erasure-policy``): in its envelope
+    sender or recipients (current or original), in its message's header fields, and for the
+    subjects searched in ``full`` in its decoded bodies and attachments (`content`).
+    ``detail.subjects`` are the matching keyed hashes, never an address; ``detail.found`` each
+    (subject, where) pair (``envelope``, ``header:<field>``, ``body``, ``attachment``);
+    ``detail.depth`` the search's depth."""
     if not options.subjects:
         return empty(frames.files.sparkSession)
-    recipients = F.coalesce(F.col("recipients"), F.array())
-    addresses = F.filter(
-        F.concat(
-            F.array(F.col("sender")),
-            F.transform(recipients, lambda r: r["address"]),
-            F.transform(recipients, lambda r: r["original"]),
-        ),
-        lambda a: a.isNotNull() & (a != ""),
-    )
-    wanted = F.array(*(F.lit(s) for s in sorted(options.subjects)))
-    held = F.array_sort(
-        F.array_intersect(subjects.keyed_addresses(addresses, options.subject_key), wanted)
-    )
-    found = _messages(frames).withColumn("_subjects", held).where(F.size("_subjects") > 0)
+    found = _content(frames, options).where(F.size("_subjects") > 0)
     return _finding(
-        found, "personal_data", "info", options, F.col("_subjects").alias("subjects"), _arrival()
-    )
+        found, "personal_data", "info", options, F.col("_subjects").alias("subjects"),
+        F.col("_found").alias("found"), F.lit(options.searched.depth).alias("depth"), _arrival(),
+    )  # fmt: skip
+
+
+def unreadable_content(frames: PostfixFrames, options: Settings) -> DataFrame:
+    """A queue file with places the search for data subjects could not look at, at the depth
+    asked: an encrypted or undecodable part (bodies searched in ``full`` only), a damaged file's
+    records after the damage, a file that cannot be read (``detail.unreadable``: where, why).
+    Such a file is not known to be free of the subjects."""
+    if not options.subjects:
+        return empty(frames.files.sparkSession)
+    found = _content(frames, options).where(F.size("_unreadable") > 0)
+    return _finding(
+        found, "unreadable_content", "warning", options,
+        F.col("_unreadable").alias("unreadable"), F.lit(options.searched.depth).alias("depth"),
+        _arrival(),
+    )  # fmt: skip
 
 
 CHECKS: dict[str, Callable[[PostfixFrames, Settings], DataFrame]] = {
@@ -262,6 +283,7 @@ CHECKS: dict[str, Callable[[PostfixFrames, Settings], DataFrame]] = {
     "old_hold": old_hold,
     "retention_exceeded": retention_exceeded,
     "personal_data": personal_data,
+    "unreadable_content": unreadable_content,
 }
 
 

@@ -7,7 +7,10 @@
   ``queue_id``, ``path``, ``address``, ``original``, ``state``, ``offset``, ``domain`` (lower
   case; ``(none)`` for an address without one);
 - ``logs``: the defer, bounce and trace logs (``kind = 'log'``; ``queue`` is the log's class),
-  each with its ``log_entries``.
+  each with its ``log_entries``;
+- ``content``: when an erasure policy's subjects are searched, one row per queue file with
+  where they are in its envelope and message and what could not be searched
+  (`content.CONTENT`, from `content.search_files`); None otherwise (the checks then search).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class PostfixFrames:
     """The frames every check reads."""
 
     files: DataFrame
+    content: DataFrame | None = None
 
     @property
     def messages(self) -> DataFrame:

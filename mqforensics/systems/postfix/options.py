@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqforensics.content_search import Searched
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.filenames import shown
 from mqforensics.options import Options, option
@@ -34,7 +35,8 @@ class Settings:
     later). `incomplete_grace`: how old a file not marked ready must be to be a crashed writer's
     leftover rather than one being written. `hold_age`: how long mail may stay on hold.
     `retention`: how long queued mail may hold personal data. `subjects` / `subject_key`: the
-    keyed hashes of the data subjects searched (``--erasure-policy``).
+    keyed hashes of the data subjects searched (``--erasure-policy``), `full_subjects` those
+    of them also searched in bodies and attachments (``search = "full"``).
     """
 
     as_of: dt.datetime = field(default_factory=utc_now)
@@ -45,6 +47,12 @@ class Settings:
     retention: dt.timedelta = DEFAULT_RETENTION
     subjects: frozenset[str] = frozenset()
     subject_key: bytes = b""
+    full_subjects: frozenset[str] = frozenset()
+
+    @property
+    def searched(self) -> Searched:
+        """What the content search looks for (`content_search.Searched`)."""
+        return Searched(self.subject_key, self.subjects, self.full_subjects & self.subjects)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,11 @@ Rule kinds (system ``postfix``; a rule's ``queues`` name Postfix queues, e.g. ``
 - ``damaged_mail`` (``older_than``): the files of `damaged_queue_file`, `corrupt_queue_file` and
   `incomplete_queue_file` findings whose file changed longer ago than that.
 - ``orphan_logs`` (``older_than``): the logs of `orphan_log` findings older than that.
-- ``erase_subject``: the messages of `personal_data` findings holding one of its subjects.
+- ``erase_subject``: the messages of `personal_data` findings holding one of its subjects
+  where the rule searches (its envelope and header fields; with ``search = "full"`` also its
+  bodies and attachments). A message of an `unreadable_content` finding that no rule selected
+  is deferred under each ``erase_subject`` rule that applies to it, never deleted blindly: its
+  content could not be searched at that rule's depth.
 
 A message is removed by Postfix's own deleter, ``postsuper -d ID QUEUE`` (action
 ``postfix.postsuper_delete``), which removes its defer, bounce and trace logs with it; only an
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqforensics.retention.manifest import Action, Deferred
-from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
+from mqforensics.retention.policy import ERASE_SUBJECT, SEARCH_FULL, Policy, Rule
 from mqforensics.spec import PlanParts
 from mqforensics.systems.postfix.files import SYSTEM
 from mqforensics.systems.postfix.queue_dir import LISTED_QUEUES, READY, READY_BITS
@@ -75,6 +79,10 @@ NOT_A_MESSAGE_QUEUE = (
 )
 ACTIVE = "in the active queue: the queue manager is delivering it; plan again once it is deferred"
 NOT_READ = "the audit could not read the file: there is no digest to re-check it against"
+UNREADABLE = "content could not be searched: {reasons}"
+UNREADABLE_CONTENT = "unreadable_content"
+# Where a subject found (or a place not searched) is only searched by rules of depth full.
+_FULL_ONLY = frozenset(("body", "attachment"))
 
 
 def _instant(value: Any) -> dt.datetime | None:
@@ -87,6 +95,20 @@ def _age_start(detail: Mapping[str, Any], kind: str) -> dt.datetime | None:
     if not starts:
         return None
     return min(starts) if kind == "damaged_mail" else starts[0]
+
+
+def _subjects_found(detail: Mapping[str, Any], rule: Rule) -> set[str]:
+    """The subjects a `personal_data` finding's file holds where `rule` searches: anywhere for
+    a rule of depth full, else in its envelope and header fields (``detail.found``; a finding
+    without it names only subjects found there)."""
+    found = detail.get("found")
+    if found is None:
+        return set(detail.get("subjects") or ())
+    return {
+        str(hit["subject"])
+        for hit in found
+        if rule.search == SEARCH_FULL or hit.get("where") not in _FULL_ONLY
+    }
 
 
 def _older(detail: Mapping[str, Any], rule: Rule, as_of: dt.datetime) -> bool:
@@ -125,17 +147,37 @@ class PostfixPlanner:
             if rule.kind != kind or not rule.applies_to(SYSTEM, finding["queue"]):
                 continue
             if kind == ERASE_SUBJECT:
-                if set(finding["detail"].get("subjects") or ()) & set(rule.subjects):
+                if _subjects_found(finding["detail"], rule) & set(rule.subjects):
                     chosen.append(rule)
             elif _older(finding["detail"], rule, self.as_of):
                 chosen.append(rule)
         return chosen
 
+    def _unsearched(self, finding: Mapping[str, Any]) -> tuple[list[Rule], str]:
+        """The erase_subject rules an `unreadable_content` finding's file escapes (the rules
+        that apply to its queue and search a place that could not be read), and the reasons."""
+        places = finding["detail"].get("unreadable") or []
+        rules = []
+        for rule in self.rules:
+            if rule.kind != ERASE_SUBJECT or not rule.applies_to(SYSTEM, finding["queue"]):
+                continue
+            if any(rule.search == SEARCH_FULL or p.get("where") not in _FULL_ONLY for p in places):
+                rules.append(rule)
+        reasons = "; ".join(f"{p.get('where')}: {p.get('reason')}" for p in places)
+        return rules, reasons
+
     def plan(self, findings: Iterable[dict[str, Any]]) -> PlanParts:
         out = PlanParts()
         selected: dict[str, _File] = {}
+        unsearched: list[tuple[_File, str]] = []
         for finding in findings:
             if finding["system"] != SYSTEM:
+                continue
+            if finding["check"] == UNREADABLE_CONTENT:
+                escaping, reasons = self._unsearched(finding)
+                if escaping:
+                    item = _File(finding, {r.id: {finding["id"]} for r in escaping})
+                    unsearched.append((item, reasons))
                 continue
             for rule in self._selecting(finding):
                 item = selected.setdefault(finding["subject"], _File(finding))
@@ -172,6 +214,21 @@ class PostfixPlanner:
                     0,
                     reason,
                     findings=cited,
+                )
+            )
+        # Never deleted blindly, never passed over in silence: a file whose content could not
+        # be searched and that no rule selected.
+        for item, reasons in sorted(unsearched, key=lambda pair: pair[0].order()):
+            if item.finding["subject"] in selected:
+                continue
+            rules = tuple(r.id for r in self.rules if r.id in item.by_rule)
+            out.deferred.append(
+                Deferred(
+                    POSTSUPER_DELETE,
+                    self._target(item),
+                    rules,
+                    UNREADABLE.format(reasons=reasons),
+                    (item.finding["id"],),
                 )
             )
         return out
@@ -215,7 +272,9 @@ def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, 
         )
     if any(r.kind == ERASE_SUBJECT for r in planner.rules):
         out.notes.append(
-            "erasure matches envelope senders and recipients; addresses that appear only in "
-            "headers or bodies are not searched"
+            "erasure matches envelope senders and recipients (current and original) and the "
+            'message\'s header fields; rules with search = "full" also its decoded bodies and '
+            "attachments; a file whose content could not be searched is deferred, never deleted "
+            "blindly"
         )
     return out

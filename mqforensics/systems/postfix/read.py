@@ -28,10 +28,15 @@ def load(spark: SparkSession, options: PostfixOptions, common: AuditArgs) -> Loa
 
     from mqforensics.spark import computed
     from mqforensics.systems.postfix import fast
+    from mqforensics.systems.postfix.content import search_files
     from mqforensics.systems.postfix.fleet import read_queue_dirs
 
     dirs = options.queue_dirs()
     files = computed(read_queue_dirs(spark, dirs))
+    searched = common.searched
+    # The queue files' envelopes and messages searched once, for personal_data and
+    # unreadable_content alike (`content.search_files`).
+    content = computed(search_files(files, searched)) if searched else None
     escaped = F.when(F.col("path").contains("\\x"), F.struct("queue_dir", "path"))
     grouped = (
         files.groupBy("kind", "queue")
@@ -76,7 +81,7 @@ def load(spark: SparkSession, options: PostfixOptions, common: AuditArgs) -> Loa
     if main_cf is not None:
         inputs.append({"kind": "Postfix main.cf", "location": shown(main_cf.resolve())})
     return Loaded(
-        frames=PostfixFrames(files),
+        frames=PostfixFrames(files, content),
         source="; ".join(
             f"postfix {shown(d.host)}: {shown(d.path)}"
             if d.host != d.path
@@ -111,4 +116,5 @@ def settings(options: PostfixOptions, common: AuditArgs, loaded: Loaded[PostfixF
         retention=options.retention,
         subjects=common.subjects,
         subject_key=common.subject_key,
+        full_subjects=common.full_subjects,
     )

@@ -106,10 +106,26 @@ CHECKS = (
         "personal_data",
         "info",
         deferred(CHECKS_MODULE, "personal_data"),
-        "A queue file whose envelope sender or recipients (current or original) include a "
-        "data subject searched for (--erasure-policy); subjects as keyed hashes only.",
+        "A queue file holding a data subject searched for (--erasure-policy): in its envelope "
+        "sender or recipients (current or original), in its message's header fields, and for "
+        'rules with search = "full" in its decoded bodies and attachments; detail.found says '
+        "where, with subjects as keyed hashes only.",
         "An erasure request covers it.",
         "Plan the erasure (erase_subject): `plan --findings` with the same policy.",
+        needs=SUBJECTS_SEARCHED,
+    ),
+    Check(
+        "unreadable_content",
+        "warning",
+        deferred(CHECKS_MODULE, "unreadable_content"),
+        "A queue file the search for data subjects could not read in full at the depth asked "
+        "(detail.unreadable: where and why): an encrypted part (S/MIME, PGP) or one whose "
+        "transfer encoding is damaged (bodies are searched at depth full only), the records "
+        "after a damaged file's damage, or a file that cannot be read.",
+        "What could not be searched is not known to be free of the subject: an erasure that "
+        "skipped it would be claimed complete while the data may still be queued.",
+        "Inspect it (postcat -bh); an erasure plan defers it under its erase_subject rules "
+        "until someone decides; delete it by hand or with a rule that selects it otherwise.",
         needs=SUBJECTS_SEARCHED,
     ),
 )
