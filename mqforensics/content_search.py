@@ -397,8 +397,12 @@ def _search_part(
 
 
 def _is_attachment(part: Message) -> bool:
+    """Whether a part is an attachment: its Content-Disposition says so or names a file (a
+    ``name`` of the Content-Type alone, as S/MIME's ``smime.p7m``, is the part itself)."""
     disposition = (part.get("content-disposition") or "").split(";", 1)[0].strip().lower()
-    return disposition == "attachment" or part.get_filename() is not None
+    if disposition == "attachment":
+        return True
+    return part.get_param("filename", header="content-disposition") is not None
 
 
 def _decoded_payload(part: Message, where: str, found: Found) -> bytes | None:

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from mqforensics import subjects
+from mqforensics.content_search import ENVELOPE, Searched
 from mqforensics.findings import empty, select_findings, union_all
 from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout
+from mqforensics.systems.logqueue.content import spool_content
 from mqforensics.systems.logqueue.frames import LogQueueState
 from mqforensics.systems.logqueue.options import Settings
 
@@ -300,10 +302,15 @@ def record_addresses(records: DataFrame) -> DataFrame:
 
 def personal_data(state: LogQueueState, options: Settings) -> DataFrame:
     """Only when the audit looks for data subjects (``--erasure-policy``): a segment file whose
-    records hold one of them (an envelope's sender or recipients, a delivery's recipients).
-    ``detail.subjects``: the matching keyed hashes, never an address; with the segment's
-    facts (`segment_facts`): whether it is garbage, below the saved suffix, its path, size and
-    SHA-256. Spool files (message contents) are not searched. ``bytes``: the file's size."""
+    records hold one of them (an envelope's sender or recipients, a delivery's recipients), and
+    a spool file whose message holds one (its header fields; its decoded parts for subjects of
+    ``search = "full"`` rules: `content.spool_content`). ``detail.subjects``: the matching
+    keyed hashes, never an address; ``detail.found``: each with where (``envelope`` in a
+    segment; ``header:<field>``, ``body``, ``attachment`` in a spool file); ``detail.depth``.
+    A segment's finding has its facts (`segment_facts`): whether it is garbage, below the saved
+    suffix, its path, size and SHA-256; a spool file's (scope ``spool``, subject
+    ``spool/<name>``) its path, size, SHA-256 and the message naming it (``message_id``,
+    ``state``: waiting, in_flight, finished, or null: none). ``bytes``: the file's size."""
     if not options.subjects:
         return empty(state.queues.sparkSession)
     hashed = subjects.keyed_column(
@@ -317,10 +324,64 @@ def personal_data(state: LogQueueState, options: Settings) -> DataFrame:
         .agg(F.array_sort(F.collect_set("keyed")).alias("subjects"))
     )
     rows = segment_facts(state).join(found, ["queue", "file"])
-    detail = F.struct(*_FACTS[:1], "subjects", "garbage", *_FACTS[1:])
-    return _finding(
+    where = F.transform(
+        "subjects", lambda s: F.struct(s.alias("subject"), F.lit(ENVELOPE).alias("where"))
+    )
+    depth = F.lit(_searched(options).depth).alias("depth")
+    detail = F.struct(*_FACTS[:1], "subjects", where.alias("found"), depth, "garbage", *_FACTS[1:])
+    segments = _finding(
         rows, "personal_data", "info", "segment", F.col("file"), options, detail,
         F.coalesce("size", "listed_size"),
+    )  # fmt: skip
+    spool = _spool_rows(state, options).where(F.size("subjects") > 0)
+    spool_detail = _spool_detail(options, "subjects", "found")
+    spool_files = _finding(
+        spool, "personal_data", "info", "spool", _spool_subject(), options, spool_detail,
+        F.col("bytes"),
+    )  # fmt: skip
+    return segments.unionByName(spool_files)
+
+
+def unreadable_content(state: LogQueueState, options: Settings) -> DataFrame:
+    """Only when the audit looks for data subjects: a spool file with a place that could not be
+    searched at the depth asked (an encrypted part, a damaged transfer encoding, a file that
+    cannot be read). ``detail.unreadable``: each place with the reason; it is not known to be
+    free of the subjects, so an erasure defers it rather than call it clean."""
+    if not options.subjects:
+        return empty(state.queues.sparkSession)
+    rows = _spool_rows(state, options).where(F.size("unreadable") > 0)
+    return _finding(
+        rows, "unreadable_content", "warning", "spool", _spool_subject(), options,
+        _spool_detail(options, "unreadable"), F.col("bytes"),
+    )  # fmt: skip
+
+
+def _searched(options: Settings) -> Searched:
+    return Searched(options.subject_key, options.subjects, options.full_subjects)
+
+
+def _spool_rows(state: LogQueueState, options: Settings) -> DataFrame:
+    """Every spool file searched (`content.spool_content`), with the message that names it."""
+    searched = spool_content(state.spool, _searched(options))
+    naming = state.messages.select(
+        "queue", F.col("spool").alias("name"), "message_id", "state"
+    ).dropDuplicates(["queue", "name"])
+    listed = state.spool.select("queue", "name", F.col("size").alias("listed_size"))
+    return (
+        searched.join(listed, ["queue", "name"], "left")
+        .join(naming, ["queue", "name"], "left")
+        .withColumn("bytes", F.coalesce("read_size", "listed_size"))
+    )
+
+
+def _spool_subject() -> Column:
+    return F.concat(F.lit(layout.SPOOL_DIR + "/"), F.col("name"))
+
+
+def _spool_detail(options: Settings, *columns: str) -> Column:
+    return F.struct(
+        F.col("name").alias("spool"), "path", F.col("read_size").alias("size"), "sha256",
+        "message_id", "state", *columns, F.lit(_searched(options).depth).alias("depth"),
     )  # fmt: skip
 
 
@@ -399,6 +460,7 @@ CHECKS: dict[str, Callable[[LogQueueState, Settings], DataFrame]] = {
         restart_lag,
         lost_envelope,
         personal_data,
+        unreadable_content,
     )
 }
 

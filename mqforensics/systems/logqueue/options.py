@@ -32,6 +32,8 @@ class Settings:
     restart_lag_bytes: int = DEFAULT_RESTART_LAG_BYTES
     subjects: frozenset[str] = frozenset()
     subject_key: bytes = b""
+    # The `subjects` also searched in message bodies and attachments (spool files).
+    full_subjects: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,11 @@ nothing else. Garbage that the saved positions still cover is deferred (the queu
 newer positions first: `restart_lag`), and so is every segment of a queue whose ``restart.lq``
 is missing or damaged (nothing is decided from positions that cannot be read). An erasure
 (``erase_subject``) deletes the segments its `personal_data` findings name when they may go by
-the same rule; a segment the restart still reads cannot be edited, so it is deferred.
+the same rule; a segment the restart still reads cannot be edited, so it is deferred. A spool
+file whose message holds a subject (`personal_data` of scope ``spool``) is deleted when no
+unfinished message names it (re-checked live by the purger); the spool file of waiting or
+in-flight mail is deferred (the queue removes it itself once the message is finished), and so
+is every spool file the audit could not search (`unreadable_content`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,17 @@ from mqforensics.systems.logqueue import layout
 SYSTEM = "logqueue"
 GARBAGE_SEGMENTS = "garbage_segments"
 DELETE_SEGMENT = "logqueue.delete_segment"
+DELETE_SPOOL = "logqueue.delete_spool"
 UNRECLAIMED, PERSONAL_DATA = "unreclaimed_segment", "personal_data"
+UNREADABLE = "unreadable_content"
+SPOOL_SCOPE = "spool"
+LIVE_SPOOL = (
+    "holds a data subject to erase, but its message is still {state}: the queue delivers it "
+    "and removes this file once the message is finished; audit and plan again then, or have "
+    "the queue fail the message"
+)
+NO_MESSAGE_SPOOL = "a spool file no unfinished message names; holds a data subject to erase"
+UNSEARCHED = "content could not be searched: {reasons}; a person decides"
 BELOW_SUFFIX = "entirely before the saved working suffix"
 SAVED_POSITIONS_BEHIND = (
     "garbage, but the saved restart positions still cover it: the queue must save newer "
@@ -85,8 +99,12 @@ def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, 
     garbage_rules = policy.rules_of(GARBAGE_SEGMENTS, SYSTEM)
     erase_rules = [r for r in policy.rules_of(ERASE_SUBJECT, SYSTEM) if r.subjects]
     selected: dict[tuple[str, int], _Segment] = {}
+    spool_rows = []
     for row in findings:
         queue, detail = row["queue"], row["detail"]
+        if row.get("scope") == SPOOL_SCOPE and row["check"] in (PERSONAL_DATA, UNREADABLE):
+            spool_rows.append(row)
+            continue
         if row["check"] == UNRECLAIMED:
             rules = [r.id for r in garbage_rules if _rule_applies(r, queue)]
         elif row["check"] == PERSONAL_DATA:
@@ -124,15 +142,60 @@ def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, 
             Action(DELETE_SEGMENT, target, precondition, chosen, detail["size"], 0, reason,
                    findings=cited)
         )  # fmt: skip
+    spool_actions, spool_deferred = _spool_plan(spool_rows, erase_rules)
+    actions.extend(spool_actions)
+    deferred.extend(spool_deferred)
     for queue in sorted({q for q, _ in selected}):
         reasons = {d.reason for d in deferred if d.target["queue"] == queue}
         if NO_SAVED_POSITIONS in reasons:
             notes.append(f"{queue}: no {layout.RESTART_FILE}: nothing is below a saved suffix")
         if DAMAGED_SAVED_POSITIONS in reasons:
             notes.append(f"{queue}: {layout.RESTART_FILE} is damaged: nothing planned there")
-    if erase_rules:
-        notes.append(
-            "erase_subject: segments were searched for the subjects (envelope senders and "
-            "recipients, delivery recipients); spool files (message contents) were not"
-        )
     return PlanParts(actions=actions, deferred=deferred, notes=notes)
+
+
+def _spool_plan(
+    rows: list[dict[str, Any]], erase_rules: list[Rule]
+) -> tuple[list[Action], list[Deferred]]:
+    """`logqueue.delete_spool` of the spool files `personal_data` findings name with a rule's
+    subject and no unfinished message names; the others, and the files `unreadable_content`
+    findings name, deferred with the reason. Each cites its findings."""
+    actions: list[Action] = []
+    deferred: list[Deferred] = []
+    for row in sorted(rows, key=lambda r: (r["queue"], r["detail"]["spool"], r["check"])):
+        queue, detail = row["queue"], row["detail"]
+        applies = [r for r in erase_rules if _rule_applies(r, queue)]
+        if row["check"] == PERSONAL_DATA:
+            held = set(detail.get("subjects") or ())
+            applies = [r for r in applies if held & set(r.subjects)]
+        if not applies:
+            continue
+        chosen = tuple(sorted(r.id for r in applies))
+        target = {"queue": queue, "spool": detail["spool"]}
+        cited = (row["id"],)
+        if row["check"] == UNREADABLE:
+            reasons = "; ".join(
+                f"{u['where']}: {u['reason']}" for u in detail.get("unreadable") or ()
+            )
+            deferred.append(
+                Deferred(DELETE_SPOOL, target, chosen, UNSEARCHED.format(reasons=reasons), cited)
+            )
+            continue
+        state = detail.get("state")
+        if state in ("waiting", "in_flight"):
+            reason = LIVE_SPOOL.format(state=state.replace("_", "-"))
+            deferred.append(Deferred(DELETE_SPOOL, target, chosen, reason, cited))
+            continue
+        if not isinstance(detail.get("sha256"), str) or not isinstance(detail.get("size"), int):
+            deferred.append(Deferred(DELETE_SPOOL, target, chosen, NOT_READ, cited))
+            continue
+        precondition = {
+            "size": detail["size"],
+            "sha256": detail["sha256"],
+            "named_by_unfinished": False,
+        }
+        actions.append(
+            Action(DELETE_SPOOL, target, precondition, chosen, detail["size"], 0, NO_MESSAGE_SPOOL,
+                   findings=cited)
+        )  # fmt: skip
+    return actions, deferred

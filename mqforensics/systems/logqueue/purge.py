@@ -6,6 +6,10 @@ Its census is whether every segment from the live saved suffix to the newest is 
 running queue appends, rotates and deletes its own garbage meanwhile, but a gap there would be
 a segment its restart needs. A plan names each queue directory as escaped text (`filenames.shown`,
 docs/filenames.md): the files checked and deleted are those of exactly the bytes it stands for.
+
+A spool file (`SpoolExecutor`) is deleted only when it still has the planned size and SHA-256
+and, right before the delete, no unfinished message of the live queue names it: the queue's
+segments are read and replayed from the live saved suffix, as the queue's restart does.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics.errors import ConfigError
-from mqforensics.filenames import fs_path
+from mqforensics.filenames import fs_path, shown
 from mqforensics.purge.contract import Operations, Verdict
 from mqforensics.purge.held_unlink import PlannedFile, live_copy, mismatch, unlink_checked
 from mqforensics.retention.manifest import Action, Plan
 from mqforensics.spec import NoPurgeOptions
+from mqforensics.systems.logqueue import format as fmt
 from mqforensics.systems.logqueue import layout
-from mqforensics.systems.logqueue.plan import DELETE_SEGMENT
+from mqforensics.systems.logqueue.plan import DELETE_SEGMENT, DELETE_SPOOL
+from mqforensics.systems.logqueue.replay import replay
+from mqforensics.systems.logqueue.segment import read_segment
 
 
 class SegmentExecutor:
@@ -100,6 +107,87 @@ class SegmentExecutor:
         return None
 
 
-def build_executors(plan: Plan, options: NoPurgeOptions | None = None) -> list[SegmentExecutor]:
-    """The executor of a plan's segment deletions (it needs nothing beyond the plan)."""
-    return [SegmentExecutor(plan)]
+def unfinished_spool_names(directory: Path) -> set[str]:
+    """The spool names (escaped, as plans name them) of every message of the live queue at
+    `directory` that is not finished: its segments read and replayed from the live saved
+    suffix (the lowest segment's start when there is no ``restart.lq``)."""
+    files = layout.segments(directory)
+    if not files:
+        return set()
+    saved = layout.saved_positions(directory)
+    suffix = saved.suffix if saved else (min(files), fmt.SEGMENT_HEADER_SIZE)
+    records = [r for path in files.values() for r in read_segment(path).records]
+    result = replay(records, suffix)
+    return {
+        shown(m.envelope.values["spool"])
+        for m in result.messages.values()
+        if m.state != "finished" and m.envelope is not None
+    }
+
+
+class SpoolExecutor:
+    """Deletes planned spool files that no unfinished message of the live queue names."""
+
+    kinds = (DELETE_SPOOL,)
+
+    def __init__(self, plan: Plan) -> None:
+        planned = {a.target["queue"] for a in plan.actions() if a.kind in self.kinds}
+        audited = set(plan.header.get("inputs", {}).get("queues") or ())
+        outside = sorted(planned - audited)
+        if outside:
+            raise ConfigError(
+                f"plan {plan.directory}: actions on {outside[0]}, which its audit did not read"
+            )
+
+    def classify(self, exc: BaseException) -> str | None:
+        return None
+
+    @staticmethod
+    def _path(action: Action) -> Path:
+        queue = Path(fs_path(action.target["queue"]))
+        return queue / layout.SPOOL_DIR / fs_path(action.target["spool"])
+
+    @staticmethod
+    def _planned(action: Action) -> PlannedFile:
+        pre = action.precondition
+        return PlannedFile(SpoolExecutor._path(action), int(pre["size"]), str(pre["sha256"]))
+
+    def verify(self, action: Action) -> Verdict:
+        """The planned bytes, and no unfinished message of the live queue names the file."""
+        path = self._path(action)
+        current = live_copy(path)
+        if current is None:
+            return Verdict(True, already_done=True)
+        try:
+            why = mismatch(current, self._planned(action))
+        except FileNotFoundError:
+            return Verdict(True, already_done=True)
+        if why:
+            return Verdict(False, f"changed since the plan ({why})")
+        if action.target["spool"] in unfinished_spool_names(path.parent.parent):
+            return Verdict(False, "an unfinished message of the live queue names it now")
+        return Verdict(True)
+
+    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
+        if not ops.destructive("delete spool file", partial(self.verify, action)):
+            return {"bytes": 0}
+        _, removed = unlink_checked([self._planned(action)])
+        ops.completed("delete spool file")
+        return {"bytes": removed}
+
+    def verify_done(self, action: Action) -> str | None:
+        return "file still present" if live_copy(self._path(action)) else None
+
+    def census(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+def build_executors(
+    plan: Plan, options: NoPurgeOptions | None = None
+) -> list[SegmentExecutor | SpoolExecutor]:
+    """The executors of a plan's segment and spool file deletions (they need nothing beyond
+    the plan)."""
+    return [SegmentExecutor(plan), SpoolExecutor(plan)]

@@ -125,4 +125,5 @@ def settings(
         restart_lag_bytes=options.restart_lag_bytes,
         subjects=common.subjects,
         subject_key=common.subject_key,
+        full_subjects=common.full_subjects,
     )

@@ -124,11 +124,24 @@ CHECKS = (
     _check(
         "personal_data",
         "info",
-        "A segment file whose records hold a data subject the audit looked for (--erasure-policy).",
+        "A segment file whose records, or a spool file whose message, hold a data subject the "
+        "audit looked for (--erasure-policy).",
         "An erasure request covers it; a segment cannot be edited, only deleted whole once no "
-        "restart reads it.",
+        "restart reads it; a spool file is its message's content.",
         "Plan the erasure: segments below the saved suffix are deleted, the others deferred "
-        "until the queue is done with them.",
+        "until the queue is done with them; spool files of no unfinished message are deleted, "
+        "those of waiting mail deferred.",
+        SUBJECTS_SEARCHED,
+    ),
+    _check(
+        "unreadable_content",
+        "warning",
+        "A spool file with a part that could not be searched at the depth asked: encrypted "
+        "(S/MIME, PGP), a damaged transfer encoding, or a file that cannot be read.",
+        "It is not known to be free of the subjects: an erasure that called it clean could "
+        "leave a subject's data behind.",
+        "Decide by hand: decrypt or inspect it, then delete it with the queue's own tools or "
+        "name it in a plan.",
         SUBJECTS_SEARCHED,
     ),
 )
