@@ -297,6 +297,15 @@ def _search_fields(
 def header_text(value: Any) -> str:
     """A header field's value as a person reads it: unfolded, RFC 2047 encoded words decoded,
     raw 8-bit (SMTPUTF8) bytes read as UTF-8."""
+    if isinstance(value, email_header.Header):
+        # What the parser makes of a field holding raw 8-bit bytes (charset unknown-8bit).
+        try:
+            value = "".join(
+                _decode_bytes(chunk, charset) if isinstance(chunk, bytes) else chunk
+                for chunk, charset in email_header.decode_header(value)
+            )
+        except (ValueError, LookupError, UnicodeError):
+            value = str(value)
     text = _unescape(str(value))
     text = _FOLD.sub("", text)
     if "=?" not in text:
