@@ -38,7 +38,10 @@ _HISTORY_API = (
     "open_history", "validation_trends",
 )  # fmt: skip
 
-__all__ = ["__version__", *_API, *_HISTORY_API]
+# The erasure receipt's API (`mqforensics.api_receipt`, docs/receipts.md).
+_RECEIPT_API = ("Receipt", "receipt", "receipt_keygen", "verify_receipt")
+
+__all__ = ["__version__", *_API, *_HISTORY_API, *_RECEIPT_API]
 
 
 def __getattr__(name: str) -> Any:
@@ -52,6 +55,10 @@ def __getattr__(name: str) -> Any:
         from mqforensics import api_history
 
         return getattr(api_history, name)
+    if name in _RECEIPT_API:
+        from mqforensics import api_receipt
+
+        return getattr(api_receipt, name)
     raise AttributeError(f"module 'mqforensics' has no attribute {name!r}")
 
 

@@ -32,6 +32,7 @@ from mqforensics.cli import (
     plan,
     prepare_spark,
     purge,
+    receipt,
     review,
     sample,
     services,
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_report_parser(commands)
     review.add_approve_parser(commands)
     purge.add_parser(commands)
+    receipt.add_parser(commands)
     return parser
 
 

@@ -93,6 +93,7 @@ LAYER_OF = {
     "mqforensics.cli": "edge",
     "mqforensics.api": "api",
     "mqforensics.api_history": "api",
+    "mqforensics.api_receipt": "api",
     "mqforensics.history": "flows",
     "mqforensics.runner": "flows",
     "mqforensics.planning": "flows",
