@@ -422,62 +422,77 @@ def consumed_blob(frames: JamesState, settings: Settings) -> DataFrame:
 
 
 def personal_data(frames: JamesState, settings: Settings) -> DataFrame:
-    """View rows holding a data subject the audit was asked to look for (an erasure policy's):
-    each is personal data an erasure request covers, and each finding says what deleting it
-    takes (its partition, whether it is consumed, its queue's browseStart). Subjects appear as
-    keyed hashes only (`mqforensics.subjects`); none searched, no finding."""
+    """View rows holding a data subject the audit was asked to look for (an erasure policy's),
+    in their envelope (sender, recipients, per-recipient headers) or their content (the header
+    blob; at depth ``full`` the body blob too, `content`): each is personal data an erasure
+    request covers, and each finding says where the subjects were found and what deleting the
+    row takes (its partition, whether it is consumed, its queue's browseStart). Subjects
+    appear as keyed hashes only (`mqforensics.subjects`); none searched, no finding."""
     ctx = prepared(frames, settings)
-    spark = ctx.state.entries.sparkSession
-    options = ctx.settings
-    if not options.subjects:
-        return findings.empty(spark)
-    from mqforensics import subjects
+    if not ctx.settings.subjects:
+        return findings.empty(ctx.state.entries.sparkSession)
+    rows = _searched_rows(ctx, F.size("found") > 0)
+    detail = F.struct(
+        "subjects",
+        *_searched_row_facts(ctx),
+        "found",
+        F.lit(ctx.settings.searched.depth).alias("depth"),
+    )
+    return finding(
+        rows, "personal_data", "info", "mail", F.col("enqueueid"), ctx.as_of, detail,
+        F.col("bytes"),
+    )  # fmt: skip
 
-    headers = F.coalesce(
-        F.col("perrecipientspecificheaders"),
-        F.array().cast("array<struct<_1:string,_2:string,_3:string>>"),
+
+def unreadable_content(frames: JamesState, settings: Settings) -> DataFrame:
+    """View rows whose content could not be searched at the depth asked: a header or body
+    blob missing or undecodable, an encrypted (AES) header blob, an encrypted or damaged MIME
+    part (`content_search`). Such a row is not known to be free of the subjects searched: an
+    erasure cannot be said complete while it stays (the planner defers it, never deletes it
+    blindly)."""
+    ctx = prepared(frames, settings)
+    if not ctx.settings.subjects or ctx.state.content is None:
+        return findings.empty(ctx.state.entries.sparkSession)
+    rows = _searched_rows(ctx, F.size("unreadable") > 0)
+    detail = F.struct(
+        *_searched_row_facts(ctx),
+        "unreadable",
+        F.lit(ctx.settings.searched.depth).alias("depth"),
     )
-    addresses = F.concat(
-        F.array(F.col("sender")),
-        F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
-        F.transform(headers, lambda t: t["_1"]),
-    )
-    searched = F.array(*[F.lit(s) for s in sorted(options.subjects)])
-    held = F.array_sort(
-        F.array_intersect(subjects.keyed_addresses(addresses, options.subject_key), searched)
-    )
-    rows = (
-        ctx.state.entries.select(
-            *PARTITION, "enqueueid", held.alias("subjects"), metadata_bytes().alias("bytes")
-        )
-        .where(F.size("subjects") > 0)
-        .withColumn("row_key", _row_key())
-    )
+    return finding(
+        rows, "unreadable_content", "warning", "mail", F.col("enqueueid"), ctx.as_of, detail,
+        F.col("bytes"),
+    )  # fmt: skip
+
+
+def _searched_rows(ctx: Context, condition: Column) -> DataFrame:
+    """The searched rows (`Context.searched_rows`) meeting `condition`, each with its liveness,
+    its partition's live rows and its queue's browseStart."""
+    rows = ctx.searched_rows.where(condition).withColumn("row_key", _row_key())
     # Few rows: each meets the kept live rows (its own liveness, its partition's live rows).
     live_keys = ctx.live.select(*PARTITION, _row_key().alias("row_key")).distinct()
     live_rows = ctx.live.groupBy(*PARTITION).agg(F.count(F.lit(1)).alias("partition_live_rows"))
-    rows = (
+    return (
         rows.join(live_keys.withColumn("live", F.lit(True)), [*PARTITION, "row_key"], "left")
         .join(live_rows, PARTITION, "left")
         .join(F.broadcast(ctx.state.browse_start), "queuename", "left")
     )
-    detail = F.struct(
-        "subjects",
+
+
+def _searched_row_facts(ctx: Context) -> list[Column]:
+    """What identifies a searched row and what deleting it takes (`_searched_rows`)."""
+    return [
         F.lit(ctx.table).alias("table"),
         partition_subject().alias("partition"),
         _iso_millis("timerangestart").alias("timerangestart"),
-        "bucketid",
+        F.col("bucketid"),
         F.lower(F.col("enqueueid")).alias("enqueueid"),
         (~F.coalesce(F.col("live"), F.lit(False))).alias("consumed"),
         F.coalesce(F.col("partition_live_rows"), F.lit(0))
         .cast("long")
         .alias("partition_live_rows"),
         _iso_millis("browsestart").alias("browse_start"),
-    )
-    return finding(
-        rows, "personal_data", "info", "mail", F.col("enqueueid"), ctx.as_of, detail,
-        F.col("bytes"),
-    )  # fmt: skip
+    ]
 
 
 def dangling_blob_ref(frames: JamesState, settings: Settings) -> DataFrame:
@@ -629,6 +644,7 @@ CHECKS: dict[str, CheckFunction] = {
     "config_violation": config_violation,
     "config_advice": config_advice,
     "personal_data": personal_data,
+    "unreadable_content": unreadable_content,
     "broker_missing_mail": broker_missing_mail,
     "broker_orphan_message": broker_orphan_message,
     "dead_lettered_mail": dead_lettered_mail,

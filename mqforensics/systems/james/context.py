@@ -113,6 +113,25 @@ class Context:
         return max(0, limit - self._sent_bytes) // row_bytes
 
     @functools.cached_property
+    def searched_rows(self) -> DataFrame:
+        """The view rows holding a searched data subject in their envelope or content, or
+        content that could not be searched (`content.search_rows`, in the executors, the blobs
+        read once per audit): kept, for `personal_data` and `unreadable_content`."""
+        from mqforensics.systems.james.content import INPUT_COLUMNS, search_rows
+
+        rows = self.state.entries.select(*INPUT_COLUMNS, metadata_bytes().alias("bytes"))
+        if self.state.content is not None:
+            # A consumed mail's blobs James deleted are no content left: said by each row's
+            # liveness (`content.search_rows`).
+            key = F.coalesce(F.col("enqueueid"), F.lit("\u0000"))
+            live = self.live.select(*PARTITION, key.alias("row_key")).distinct()
+            rows = rows.withColumn("row_key", key).join(
+                live.withColumn("live", F.lit(True)), [*PARTITION, "row_key"], "left"
+            )
+            rows = rows.withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
+        return self.state.keep(search_rows(rows, self.state.content, self.settings.searched))
+
+    @functools.cached_property
     def few_blobs(self) -> bool:
         """Whether the blob listing is small enough to send to every task."""
         blobs = self.state.blobs

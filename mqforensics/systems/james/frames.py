@@ -70,6 +70,9 @@ class JamesState:
     blob_rows: int | None = None
     # Frames computed from this state by `keep` (an audit's classified rows).
     derived: list[DataFrame] = field(default_factory=list)
+    # Where the queued mails' header and body blobs are read for the content search
+    # (`content.BlobContent`: a local copy of the bucket or the bucket), when given.
+    content: Any = None
     # The facts every check needs, computed once per audit (`context.prepared`: a
     # `context.Context` for these frames and one `Settings`); let go of by `unpersist`.
     context: Any = field(default=None, repr=False, compare=False)

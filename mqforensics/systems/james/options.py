@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from mqforensics.content_search import Searched
 from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, RABBITMQ_LOGIN, Login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.options import Options, check_exclusive, option
@@ -64,7 +65,8 @@ class Settings:
     holding one is a `personal_data` finding; none searched, no such finding. `broker_grace`: a
     live mail enqueued this recently may not be in the broker read yet (broker_checks.py).
     `history`: the view's configuration events, oldest first (None: read from the frames when
-    the checks are prepared, `context.prepared`).
+    the checks are prepared, `context.prepared`). `full_subjects`: those of `subjects` also
+    searched in message bodies and attachments (an erase rule's ``search = "full"``).
     """
 
     stuck_after: dt.timedelta = DEFAULT_STUCK_AFTER
@@ -74,6 +76,12 @@ class Settings:
     subject_key: bytes = b""
     broker_grace: dt.timedelta = DEFAULT_BROKER_GRACE
     history: tuple[ConfigEvent, ...] | None = None
+    full_subjects: frozenset[str] = frozenset()
+
+    @property
+    def searched(self) -> Searched:
+        """What the content search looks for (`content_search.Searched`)."""
+        return Searched(self.subject_key, self.subjects, self.full_subjects & self.subjects)
 
 
 @dataclass(frozen=True, kw_only=True)

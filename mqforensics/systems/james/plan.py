@@ -14,6 +14,9 @@ adding the preconditions the purger re-checks (docs/retention.md, "What the plan
   deleted one by one within the tombstone budget when consumed and before browseStart in a
   partition that also holds live mail; live mail, rows at or after browseStart and rows of a
   queue without browseStart are deferred, with the reason;
+* ``unreadable_content`` findings: rows whose content could not be searched and that hold no
+  subject found elsewhere (no ``personal_data`` finding) are deferred under each
+  ``erase_subject`` rule covering their queue, never deleted blindly;
 * ``consumed_blob`` findings: passthrough blobs only consumed mails reference, whose mails a
   rule selects (by age, or holding an erased subject);
 * ``orphaned_blob`` findings: passthrough orphans older than an ``orphaned_blobs`` rule's
@@ -65,6 +68,7 @@ OVER_BUDGET = "tombstone budget of {budget} rows per partition exceeded"
 CONSUMED_CONTENT = "content of a consumed mail"
 ERASED_CONTENT = "content of mail of an erased data subject"
 ORPHAN = "orphaned blob"
+UNSEARCHED = "content could not be searched: {reasons}"
 
 
 def _instant(text: str | None) -> dt.datetime | None:
@@ -326,6 +330,44 @@ class _Planner:
             )
         return actions
 
+    def unreadable_deferrals(self) -> list[Deferred]:
+        """The rows whose content could not be searched (`unreadable_content`) and that no
+        `personal_data` finding names: deferred under every erase rule covering their queue,
+        with what could not be searched."""
+        found = {(f["queue"], f["detail"]["enqueueid"]) for f in self.by_check["personal_data"]}
+        deferred = []
+        for finding in self.by_check["unreadable_content"]:
+            d = finding["detail"]
+            if (finding["queue"], d["enqueueid"]) in found:
+                continue
+            rules = tuple(
+                sorted(r.id for r in self.erase_rules if r.applies_to(SYSTEM, finding["queue"]))
+            )
+            if not rules:
+                continue
+            places = [f"{u['where']}: {u['reason']}" for u in d.get("unreadable") or ()]
+            reasons = "; ".join(dict.fromkeys(places)) or "unknown"
+            target = {
+                "keyspace": self.keyspace,
+                "table": d["table"],
+                "queue": finding["queue"],
+                "timerangestart": d["timerangestart"],
+                "bucketid": int(d["bucketid"]),
+                "enqueueid": d["enqueueid"],
+            }
+            deferred.append(
+                Deferred(
+                    kind=DELETE_ROW,
+                    target=target,
+                    rules=rules,
+                    reason=UNSEARCHED.format(reasons=reasons),
+                    findings=(finding["id"],),
+                )
+            )
+        order = lambda x: (x.target["queue"], x.target["timerangestart"], x.target["bucketid"],  # noqa: E731
+                           x.target["enqueueid"])  # fmt: skip
+        return sorted(deferred, key=order)
+
     # -- blobs -------------------------------------------------------------------------------
 
     def _usable_orphan_rules(self) -> list[Rule]:
@@ -393,6 +435,7 @@ class _Planner:
         planned, kept = self.partitions()
         partitions = self.partition_actions(planned)
         rows, deferred = self.row_actions(planned)
+        deferred += self.unreadable_deferrals()
         advances = self.content_start_advances(planned, kept)
         blobs = self.blob_actions()
         actions = [*partitions, *rows, *advances, *blobs]
@@ -451,6 +494,12 @@ def _rule_notes(policy: Policy, actions: list[Action], deferred: list[Deferred])
         "live mail is never planned: James deletes it itself, through its WebAdmin API "
         f"({plural(live, 'live mail')} of erased data subjects deferred)"
     )
+    unsearched = sum(1 for d in deferred if d.reason.startswith(UNSEARCHED.split("{")[0]))
+    if unsearched:
+        notes.append(
+            f"{plural(unsearched, 'view row')} whose content could not be searched deferred "
+            "(unreadable_content): an erased subject may be there"
+        )
     return notes
 
 

@@ -23,7 +23,9 @@ from urllib.parse import urlparse
 
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.filenames import is_odd, odd_names_note, shown
+from mqforensics.sources.s3_endpoint import S3Endpoint
 from mqforensics.spec import AuditArgs, Loaded
+from mqforensics.systems.james.content import BlobContent
 from mqforensics.systems.james.frames import JamesState
 from mqforensics.systems.james.options import (
     DEFAULT_CONSISTENCY,
@@ -38,9 +40,12 @@ from mqforensics.units import plural, utc_text
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from mqforensics.sources.blobstore import S3Endpoint
 
-
+# Why the content of the queued mails was not searched for the erasure policy's subjects.
+NO_CONTENT = (
+    "content not searched: no blob store given to read the mails' header and body blobs "
+    "from (--blob-dir DIR or --blobs s3://BUCKET); only the view rows' envelopes were searched"
+)
 # The checks that need the broker's messages, not only its queues' counts.
 MESSAGE_CHECKS = ("broker_missing_mail", "broker_orphan_message")
 
@@ -63,6 +68,14 @@ def load(spark: SparkSession, options: JamesOptions, common: AuditArgs) -> Loade
         if options.broker_export is not None and state.broker_messages is None:
             why = f"{options.broker_export} holds no queue's messages (docs/james.md, The broker)"
             not_run = {check: why for check in MESSAGE_CHECKS}
+        if common.subjects:
+            if options.blob_dir is not None:
+                state.content = BlobContent.directory(options.blob_dir)
+            elif options.blobs:
+                state.content = BlobContent.s3(options.blobs, S3Endpoint.from_env())
+            else:
+                partial["personal_data"] = NO_CONTENT
+                not_run["unreadable_content"] = NO_CONTENT
         live_notes = list(state.notes) if options.cassandra or options.rabbitmq else []
         if live_notes:  # how the live read went: the slice grids an enumeration walked
             inputs[0]["notes"] = live_notes
@@ -100,6 +113,7 @@ def settings(options: JamesOptions, common: AuditArgs, loaded: Loaded[JamesState
         subject_key=common.subject_key,
         broker_grace=options.broker_grace,
         history=tuple(config_events(state)),
+        full_subjects=common.full_subjects,
     )
     prepare(state, made)
     return made
@@ -156,8 +170,6 @@ def read_state(
 ) -> JamesState:
     """The James state (and blob listing) the options name, judged at `as_of` (default: the
     snapshot's time, or now for a live read)."""
-    from mqforensics.sources.blobstore import S3Endpoint
-
     if options.cassandra:
         from mqforensics.systems.james.live import LiveOptions, read_live
 

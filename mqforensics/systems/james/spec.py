@@ -204,11 +204,24 @@ CHECKS = (
     _check(
         "personal_data",
         "info",
-        "A view row holding a data subject an erasure policy names (--erasure-policy), as "
-        "keyed hashes only.",
+        "A view row holding a data subject an erasure policy names (--erasure-policy) in its "
+        "envelope or its content (the header blob; the body blob too at depth full), as keyed "
+        "hashes only, with where each was found.",
         "An erasure request covers it: the row's addresses and headers, and its content, must go.",
         "Plan the erasure (`plan` with the policy): consumed rows before browseStart are "
         "deleted, live mail is deleted through James.",
+        SUBJECTS_SEARCHED,
+    ),
+    _check(
+        "unreadable_content",
+        "warning",
+        "A view row whose content could not be searched for the erasure policy's subjects at "
+        "the depth asked: a header or body blob missing or undecodable, an AES-encrypted blob, "
+        "an encrypted (S/MIME, PGP) or damaged MIME part (detail.unreadable).",
+        "The row is not known to be free of the subjects: an erasure cannot be said complete "
+        "while it stays.",
+        "Look at the row's blobs (restore a missing one, decrypt with James's key); the plan "
+        "defers the row under each erase_subject rule, never deletes it blindly.",
         SUBJECTS_SEARCHED,
     ),
 )
