@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from mqforensics import subjects
 from mqforensics.findings import empty, select_findings, union_all
 from mqforensics.systems.slimta.frames import SlimtaFrames
 from mqforensics.systems.slimta.items import MESSAGE, OK, OTHER_KEY, QUEUE_ENTRY, SYSTEM, TMP_FILE
@@ -400,31 +399,46 @@ def queue_list_blocks_load(frames: SlimtaFrames, settings: Settings) -> DataFram
     return _finding(lists, "queue_list_blocks_load", "error", settings, detail)
 
 
+def _holds_mail() -> Column:
+    """A message, or a ``tmp_dir`` file, that was searched (`items.Item.search`)."""
+    return F.col("kind").isin(MESSAGE, TMP_FILE) & F.col("subjects").isNotNull()
+
+
 def personal_data(frames: SlimtaFrames, settings: Settings) -> DataFrame:
-    """A queued message, or a ``tmp_dir`` file holding an envelope, whose envelope sender or
-    recipients include a data subject searched for (``--erasure-policy``): one finding per item,
-    ``detail.subjects`` the matching keyed hashes (`mqforensics.subjects`), never an address.
-    Only envelope addresses are searched, not headers or bodies. Nothing when no subject is
-    searched."""
+    """A queued message, or a ``tmp_dir`` file holding an envelope, holding a data subject
+    searched for (``--erasure-policy``): in its envelope sender or recipients, its header
+    fields, and (rules with ``search = "full"``) its body and attachments, as the reader found
+    them in the executors (`items.Item.search`). One finding per item: ``detail.subjects`` the
+    keyed hashes found anywhere (`mqforensics.subjects`, never an address), ``detail.found``
+    each (subject, where) pair (``envelope``, ``header:<field>``, ``body``, ``attachment``),
+    ``detail.depth`` how deep it was searched. Nothing when no subject is searched."""
     items = frames.items
     if not settings.subjects:
         return empty(items.sparkSession)
-    addresses = F.concat(
-        F.array(F.col("sender")),
-        F.coalesce(F.col("recipients"), F.array().cast("array<string>")),
-    )
-    wanted = F.array(*(F.lit(s) for s in sorted(settings.subjects)))
-    held = F.array_sort(
-        F.array_intersect(subjects.keyed_addresses(addresses, settings.subject_key), wanted)
-    )
-    holds_mail = F.col("kind").isin(MESSAGE, TMP_FILE) & (F.col("envelope_state") == OK)
-    found = items.where(holds_mail).withColumn("_subjects", held).where(F.size("_subjects") > 0)
+    found = items.where(_holds_mail() & (F.size("subjects") > 0))
     rows = with_queue_entries(items, found)
     detail = F.struct(
-        F.col("backend"), F.col("id"), F.col("_subjects").alias("subjects"),
-        *_plan_facts(settings, queued=True),
+        F.col("backend"), F.col("id"), F.col("subjects"), F.col("found"),
+        F.lit(settings.depth).alias("depth"), *_plan_facts(settings, queued=True),
     )  # fmt: skip
     return _finding(rows, "personal_data", "info", settings, detail)
+
+
+def unreadable_content(frames: SlimtaFrames, settings: Settings) -> DataFrame:
+    """A message, or a ``tmp_dir`` file, with places that could not be searched at the depth
+    asked: an envelope that does not decode, and (``search = "full"``) encrypted or damaged
+    parts (`content_search`). It may hold a subject: never taken as clean. One finding per
+    item, ``detail.unreadable`` each place and why, ``detail.depth``. Nothing when no subject
+    is searched."""
+    items = frames.items
+    if not settings.subjects:
+        return empty(items.sparkSession)
+    rows = with_queue_entries(items, items.where(_holds_mail() & (F.size("unreadable") > 0)))
+    detail = F.struct(
+        F.col("backend"), F.col("id"), F.col("unreadable"), F.lit(settings.depth).alias("depth"),
+        *_plan_facts(settings, queued=True),
+    )  # fmt: skip
+    return _finding(rows, "unreadable_content", "warning", settings, detail)
 
 
 CHECKS: dict[str, Callable[[SlimtaFrames, Settings], DataFrame]] = {
@@ -439,6 +453,7 @@ CHECKS: dict[str, Callable[[SlimtaFrames, Settings], DataFrame]] = {
     "dangling_queue_entry": dangling_queue_entry,
     "queue_list_blocks_load": queue_list_blocks_load,
     "personal_data": personal_data,
+    "unreadable_content": unreadable_content,
 }
 
 

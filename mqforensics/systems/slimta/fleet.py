@@ -7,10 +7,17 @@ never an executed payload or a failed job. Options: ``backend`` (``disk``, ``red
 and that backend's settings (`_options`). A store that cannot be listed (missing directory,
 refused login, unknown bucket) is a typed error on the driver, before any job. The rows
 (`items.Item.as_row`) reach Spark as Arrow record batches of `ITEMS` (`arrow_rows.ArrowRows`).
+
+An erasure audit's subjects (`content_search.Searched`, keyed hashes and their key) are searched
+in the same task, on the bytes it already read (`items.Item.search`), into the ``subjects``,
+``found`` and ``unreadable`` columns. They are never a data source option (Spark Connect logs
+options): `read_items` registers a subclass of the source made for the audit, whose class
+attribute holds them, and Spark ships that class to the executors pickled.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from mqforensics.content_search import Searched
 from mqforensics.errors import ConfigError
 from mqforensics.filenames import fs_path, shown
 from mqforensics.sources.arrow_rows import ArrowRows
@@ -93,9 +101,12 @@ def _bucket(options: Any) -> cloud.Bucket:
 
 
 class SlimtaItemsReader(DataSourceReader):
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(
+        self, options: dict[str, str], schema: StructType, searched: Searched | None = None
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.searched = searched or Searched()
         self.backend = options.get("backend")
         if self.backend not in ("disk", "redis", "s3"):
             raise ConfigError(f"option 'backend' must be disk, redis or s3, not {self.backend!r}")
@@ -139,21 +150,48 @@ class SlimtaItemsReader(DataSourceReader):
             items = cloud.read_items(endpoint, _bucket(self.options), partition.objects)
         else:  # nothing listed: Spark plans one empty partition
             return iter(())
-        return items
+        return self._searched(items) if self.searched else items
+
+    def _searched(self, items: Iterator[Item]) -> Iterator[Item]:
+        for item in items:
+            item.search(self.searched)
+            yield item
 
 
 class SlimtaItemsSource(DataSource):
-    """``spark.read.format("slimta_items")``: the items of one slimta store (`items.ITEMS`)."""
+    """``spark.read.format("slimta_items")``: the items of one slimta store (`items.ITEMS`).
+    `searched`: what the items are searched for (nothing here; see `searching_source`)."""
+
+    source_name: str = "slimta_items"
+    searched: Searched = Searched()
 
     @classmethod
     def name(cls) -> str:
-        return "slimta_items"
+        return cls.source_name
 
     def schema(self) -> str:
         return ITEMS
 
     def reader(self, schema: StructType) -> SlimtaItemsReader:
-        return SlimtaItemsReader(dict(self.options), schema)
+        return SlimtaItemsReader(dict(self.options), schema, type(self).searched)
+
+
+_searching_sources = itertools.count(1)
+
+
+def searching_source(searched: Searched) -> type[SlimtaItemsSource]:
+    """The data source to read with: `SlimtaItemsSource` when nothing is searched, else a
+    subclass of it made here, under a name of its own, whose class attribute `searched` holds
+    the subjects and their key. It is not importable, so Spark pickles it by value: the key
+    reaches the executors inside the pickled class, never as an option."""
+    if not searched:
+        return SlimtaItemsSource
+    name = f"slimta_items_searched_{next(_searching_sources)}"
+    return type(
+        "SlimtaItemsSearching",
+        (SlimtaItemsSource,),
+        {"source_name": name, "searched": searched, "__module__": __name__},
+    )
 
 
 def _options(stores: Stores) -> list[dict[str, str]]:
@@ -176,17 +214,20 @@ def _options(stores: Stores) -> list[dict[str, str]]:
     return sets
 
 
-def read_items(spark: SparkSession, stores: Stores) -> DataFrame:
-    """Every item of `stores` (`items.ITEMS`), lazily; the SQS export is read on the driver."""
+def read_items(spark: SparkSession, stores: Stores, searched: Searched | None = None) -> DataFrame:
+    """Every item of `stores` (`items.ITEMS`), lazily, searched for `searched` (an erasure
+    audit's subjects) in the executors; the SQS export (queue entries only) is read on the
+    driver."""
     option_sets = _options(stores)
     if not option_sets and stores.sqs_export is None:
         raise ConfigError("no slimta store given (--disk, --redis or --s3)")
     if stores.sqs_export is not None and stores.s3 is None:
         raise ConfigError("--sqs-export needs --s3: the bucket its messages point into")
-    spark.dataSource.register(SlimtaItemsSource)
+    source = searching_source(searched or Searched())
+    spark.dataSource.register(source)
     frame = spark.createDataFrame([], ITEMS)
     for options in option_sets:
-        loaded = spark.read.format(SlimtaItemsSource.name()).options(**options).load()
+        loaded = spark.read.format(source.name()).options(**options).load()
         frame = frame.unionByName(loaded)
     if stores.sqs_export is not None and stores.s3 is not None:
         rows = [i.as_row() for i in cloud.read_sqs_export(stores.sqs_export, stores.s3)]

@@ -19,6 +19,14 @@ each half decoded: ``ok``, ``missing``, or a `safe_pickle` error kind (``unsafe_
 ``corrupt_pickle``, ``wrong_type``) with the reason in ``*_error`` (never message content).
 Everything decoded from the envelope is null when it did not decode.
 
+Content search (only when an erasure policy's subjects are searched, `content_search.Searched`):
+``subjects``, ``found`` and ``unreadable`` (`content_search.FOUND_SCHEMA`) say where in a
+message or ``tmp_dir`` envelope the subjects are: its envelope sender and recipients
+(``envelope``), its header fields (``header:<name>``) and, for subjects searched in full, its
+body and attachments, in the message as slimta would send it (`EnvelopeData.flatten`). An
+envelope that does not decode cannot be searched: ``unreadable`` says so (``envelope``). Null
+when nothing is searched, and for items that hold no envelope.
+
 Times: ``arrival`` is the envelope's own ``timestamp`` (set by slimta's edge when it received
 the message); ``next_attempt`` is the meta ``timestamp``, which slimta sets to *now* at enqueue
 and to *now + backoff* after a transient failure: it is not an arrival time.
@@ -27,9 +35,18 @@ and to *now + backoff* after a transient failure: it is not an arrival time.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from email import header as email_header
 from typing import Any
 
+from mqforensics.content_search import (
+    ENVELOPE,
+    FOUND_SCHEMA,
+    Found,
+    Searched,
+    search_envelope,
+    search_message,
+)
 from mqforensics.systems.slimta import safe_pickle
 from mqforensics.systems.slimta.safe_pickle import EnvelopeData, MetaData
 from mqforensics.units import utc_from_unix as instant
@@ -48,10 +65,28 @@ ITEMS = (
     "arrival timestamp, message_bytes bigint, client_ip string, client_host string, "
     "client_name string, client_protocol string, receiver string, is_bounce boolean, "
     "message_id string, delivered_indexes array<int>, delivered_indexes_type string, "
-    "entry_hex string, metadata string"
+    "entry_hex string, metadata string, " + FOUND_SCHEMA
 )
 
 _INT32 = (1 << 31) - 1
+
+
+def searchable(env: EnvelopeData) -> bytes:
+    """The message of `env` as slimta sends it (`EnvelopeData.flatten`), for `search_message`,
+    with each header field holding raw 8-bit (SMTPUTF8) text given as one RFC 2047 UTF-8
+    encoded word: the same text once decoded. `content_search` parses with the compat32
+    policy, which reads a raw 8-bit field as ``unknown-8bit`` and loses its characters (an
+    address at ``bücher.example`` would never match)."""
+    _, body = env.flatten()
+    fields = [(n, _encoded(v)) for n, v in env.headers]
+    return replace(env, headers=fields).flatten()[0] + body
+
+
+def _encoded(value: str) -> str:
+    if value.isascii():
+        return value
+    text = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return email_header.Header(text, "utf-8", maxlinelen=1 << 20).encode(linesep="\r\n")
 
 
 @dataclass
@@ -86,6 +121,7 @@ class Item:
     delivered_indexes_type: str | None = None
     entry_hex: str | None = None
     metadata: str | None = None
+    found: Found | None = None
 
     def take_envelope(self, data: bytes) -> None:
         """Decode `data` as the envelope; `envelope_state` says how that went."""
@@ -108,6 +144,26 @@ class Item:
         self.next_attempt = meta.timestamp
         self.delivered_indexes = meta.delivered_indexes
         self.delivered_indexes_type = meta.delivered_indexes_type
+
+    def search(self, searched: Searched) -> None:
+        """Search the message or ``tmp_dir`` envelope for `searched` (`found`): its envelope
+        addresses and its message as slimta would send it. One that does not decode is
+        unreadable; a half without an envelope (a meta) holds nothing to search."""
+        if not searched or self.kind not in (MESSAGE, TMP_FILE):
+            return
+        env = self.envelope
+        found = Found()
+        if self.envelope_state == OK and env is not None:
+            found.hits |= search_envelope([env.sender, *env.recipients], searched)
+            try:
+                found.merge(search_message(searchable(env), searched))
+            except Exception as exc:  # a parser bug on hostile input: said, never a failed job
+                found.cannot("message", f"could not be parsed ({type(exc).__name__})")
+        elif self.envelope_state not in (OK, MISSING):
+            found.cannot(ENVELOPE, f"the envelope does not decode ({self.envelope_state})")
+        else:
+            return
+        self.found = found
 
     def as_row(self) -> tuple:
         env = self.envelope
@@ -147,4 +203,15 @@ class Item:
             self.delivered_indexes_type,
             self.entry_hex,
             self.metadata,
+            *self._found_row(),
+        )
+
+    def _found_row(self) -> tuple:
+        if self.found is None:
+            return (None, None, None)
+        row = self.found.as_row()
+        return (
+            row["subjects"],
+            [(f["subject"], f["where"]) for f in row["found"]],
+            [(u["where"], u["reason"]) for u in row["unreadable"]],
         )

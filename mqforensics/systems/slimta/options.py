@@ -37,7 +37,9 @@ class Settings:
     `sqs_export`: an SQS export was read, so an object no SQS message names was never queued.
     `env_dir`, `meta_dir`, `tmp_dir`: the DiskStorage read (if any), which names the files of
     its items. `subjects` are the keyed hashes of the data subjects searched (``--erasure-policy``)
-    under `subject_key` (`mqforensics.subjects`); none: `personal_data` finds nothing.
+    under `subject_key` (`mqforensics.subjects`); none: `personal_data` finds nothing. The
+    items were searched for them when read (`fleet.read_items`); `depth` is how deep
+    (`content_search.Searched.depth`: ``headers`` or ``full``).
     """
 
     as_of: dt.datetime = field(default_factory=utc_now)
@@ -50,6 +52,7 @@ class Settings:
     tmp_dir: str | None = None
     subjects: frozenset[str] = frozenset()
     subject_key: bytes = b""
+    depth: str = "headers"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,11 @@ Rule kinds (system ``slimta``; a rule's ``queues`` name stores as findings do):
   (`stale_tmp`), dangling or undecodable queue entries (`dangling_queue_entry`), messages past
   the retry maximum (`retry_exhausted`) and Redis keys that are not hashes (`corrupt_meta`).
 - ``erase_subject``: the items of `personal_data` findings holding one of the rule's subjects
-  (every message and ``tmp_dir`` envelope whose envelope sender or recipients include one).
+  (every message and ``tmp_dir`` envelope whose envelope, header fields or, for a rule with
+  ``search = "full"``, body or attachments name one). The items of `unreadable_content`
+  findings (places the search could not read: an envelope that does not decode, an encrypted
+  or damaged part) that nothing else plans are deferred under every erase_subject rule that
+  applies to their store, with the places and reasons: never deleted blindly.
 
 Age is the envelope's arrival time, else the file's modification time, else the next-attempt
 time (for a leftover, the modification time first: a torn write left an hour ago may hold a
@@ -55,6 +59,7 @@ EVIDENCE = (
 NOT_A_HASH = "the key is not a hash: inspect it by hand"
 SQS_NOT_PURGED = "an SQS message: the purger does not consume queues, delete it with the SQS API"
 NO_ETAG = "the store gave no ETag for the object: nothing to re-check it against"
+UNSEARCHED = "content could not be searched: {reasons}"
 
 # The checks whose findings a queue_leftovers rule selects (torn_write only on disk and Redis,
 # corrupt_meta only for keys that are not hashes).
@@ -168,11 +173,14 @@ class SlimtaPlanner:
         """The actions and deferrals of every finding some rule selects."""
         items: dict[tuple[str, str, str, str], _Item] = {}
         unsafe: dict[tuple[str, str, str, str], list[str]] = {}
+        unreadable: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         for finding in findings:
             if finding["system"] != SYSTEM:
                 continue
             if finding["check"] == "unsafe_pickle":
                 unsafe.setdefault(_key(finding), []).append(finding["id"])
+            if finding["check"] == "unreadable_content":
+                unreadable[_key(finding)] = finding
             for rule in self._selecting(finding):
                 item = items.setdefault(_key(finding), _Item(finding))
                 item.by_rule.setdefault(rule.id, set()).add(finding["id"])
@@ -201,6 +209,7 @@ class SlimtaPlanner:
             )  # fmt: skip
             if item.scope == MESSAGE:
                 removed.append((item, rules, cited))
+        self._unsearched([f for k, f in unreadable.items() if k not in items], unsafe)
         # Queue entries naming a removed message go with it, after it, citing its findings.
         for item, rules, cited in removed:
             for entry in item.detail.get("queued_by") or ():
@@ -231,6 +240,30 @@ class SlimtaPlanner:
             seen[action.id] = len(self.out.actions)
             self.out.actions.append(action)
         return self.out
+
+    def _unsearched(
+        self, findings: list[dict[str, Any]], unsafe: Mapping[tuple[str, str, str, str], list[str]]
+    ) -> None:
+        """The items of `unreadable_content` findings no rule planned: deferred under every
+        erase_subject rule applying to their store, citing the finding (and the unsafe_pickle
+        finding of a hostile envelope, which stays evidence)."""
+        for item in sorted((_Item(f) for f in findings), key=_Item.order):
+            rules = tuple(
+                r.id for r in self.rules
+                if r.kind == "erase_subject" and r.applies_to(SYSTEM, item.store)
+            )  # fmt: skip
+            if not rules:
+                continue
+            places = item.detail.get("unreadable") or ()
+            reason = UNSEARCHED.format(
+                reasons="; ".join(f"{u['where']}: {u['reason']}" for u in places)
+            )
+            cited = (item.finding["id"],)
+            evidence = unsafe.get(_key(item.finding))
+            if evidence:
+                reason, cited = EVIDENCE, tuple(sorted({*cited, *evidence}))
+            target = self._target(item)
+            self.out.deferred.append(Deferred(self._kind(item), target, rules, reason, cited))
 
     @staticmethod
     def _kind(item: _Item) -> str:
@@ -339,9 +372,15 @@ def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, 
         planner.rules, "queue_leftovers", options, "--stale-tmp", "tmp_dir files"
     )
     if any(r.kind == "erase_subject" for r in planner.rules):
+        depth = (
+            "headers and bodies"
+            if any(r.kind == "erase_subject" and r.search == "full" for r in planner.rules)
+            else "headers"
+        )
         out.notes.append(
-            "erasure matches envelope senders and recipients; addresses that appear only in "
-            "headers or bodies are not searched"
+            f"erasure searched envelope senders and recipients and message {depth} "
+            "(personal_data detail.found says where); items the search could not read are "
+            "deferred (unreadable_content)"
         )
     if options.get("redis"):
         prefix = options.get("redis_prefix") or ""

@@ -1,7 +1,8 @@
 """What an audit of slimta reads (`options.SlimtaOptions`: ``disk=``, ``redis=``, ``s3=``...).
 
 The loader the audit runner calls (`load`): every store is listed on the driver and read by
-Spark tasks (`fleet`), each pickle decoded by the allow-list unpickler (`safe_pickle`), into the
+Spark tasks (`fleet`), each pickle decoded by the allow-list unpickler (`safe_pickle`) and, in
+an erasure audit, each message searched for the subjects (`items.Item.search`), into the
 items frame (`frames.SlimtaFrames`, `items.ITEMS`) every check reads (`checks`, with
 `settings`). The runner writes the findings, the manifest and the summary, and pseudonymises
 addresses; an empty store is nothing to audit (exit 2). What can be checked before Spark starts
@@ -101,7 +102,7 @@ def load(spark: SparkSession, options: SlimtaOptions, common: AuditArgs) -> Load
     from mqforensics.systems.slimta.fleet import read_items
 
     stores = options.stores()
-    items = computed(read_items(spark, stores))
+    items = computed(read_items(spark, stores, common.searched))
     escaped = F.filter(F.transform("parts", lambda p: p["name"]), lambda n: n.contains("\\x"))
     grouped = (
         items.groupBy("kind")
@@ -146,4 +147,5 @@ def settings(options: SlimtaOptions, common: AuditArgs, loaded: Loaded[SlimtaFra
         tmp_dir=disk.get("tmp_dir"),
         subjects=common.subjects,
         subject_key=common.subject_key,
+        depth=common.searched.depth,
     )

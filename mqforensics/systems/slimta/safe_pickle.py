@@ -35,7 +35,7 @@ import pickle
 import pickletools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
 from mqforensics.errors import InputError
@@ -544,6 +544,17 @@ class EnvelopeData:
     is_bounce: bool
     message_id: str | None
     pickle_protocol: int
+    # The message after the headers, as stored (never in a row or an error: content search only).
+    body: bytes = field(default=b"", repr=False, compare=False)
+
+    def flatten(self) -> tuple[bytes, bytes]:
+        """(header bytes, body bytes), as slimta's ``Envelope.flatten`` gives them to a relay:
+        each header field ``name: value`` with CRLF line ends, an empty line, the body. Folding
+        is kept as stored (slimta refolds long lines; a search unfolds them anyway); raw 8-bit
+        header bytes are given back as they came, a header slimta set as UTF-8."""
+        lines = [f"{name}: {value}" for name, value in self.headers]
+        text = "".join(_LINE_ENDS.sub("\r\n", line) + "\r\n" for line in lines) + "\r\n"
+        return _raw_bytes(text), self.body
 
 
 @dataclass(frozen=True)
@@ -580,6 +591,27 @@ def _client_value(value: Any) -> str | None:
         with contextlib.suppress(ValueError):  # an int too long for str()
             return str(value)
     return f"<{type(value).__name__}>"
+
+
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
+
+
+def _raw_bytes(text: str) -> bytes:
+    """`text` as the bytes it was read from (surrogate escapes back to their bytes), else
+    UTF-8 with what cannot be encoded replaced."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+def _body(body: Any) -> bytes:
+    """The stored body as bytes: a Python 2 str (loaded as latin1) back to its bytes."""
+    if isinstance(body, str):
+        if not body or max(body) <= "\xff":
+            return body.encode("latin1")
+        return _raw_bytes(body)
+    return bytes(body or b"")
 
 
 def _utf8_len(text: str) -> int:
@@ -639,6 +671,7 @@ def decode_envelope(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES) -> Envelo
         is_bounce=type(obj).is_bounce,
         message_id=ids[0] if ids else None,
         pickle_protocol=protocol,
+        body=_body(body),
     )
 
 

@@ -124,10 +124,23 @@ CHECKS = (
         "personal_data",
         "info",
         deferred(CHECKS_MODULE, "personal_data"),
-        "A message or tmp_dir envelope whose envelope sender or recipients include a data "
-        "subject searched for (--erasure-policy); subjects as keyed hashes only.",
+        "A message or tmp_dir envelope holding a data subject searched for (--erasure-policy): "
+        'in its envelope sender or recipients, its header fields, and for search = "full" '
+        "rules its body and attachments (detail.found: where); subjects as keyed hashes only.",
         "An erasure request covers it.",
         "Plan the erasure (erase_subject): `plan --findings` with the same policy.",
+        needs=SUBJECTS_SEARCHED,
+    ),
+    Check(
+        "unreadable_content",
+        "warning",
+        deferred(CHECKS_MODULE, "unreadable_content"),
+        "A message or tmp_dir envelope with places that could not be searched at the depth "
+        "asked (detail.unreadable: an envelope that does not decode, an encrypted or damaged "
+        "part).",
+        "It may hold a data subject the search could not see: it is not known to be clean.",
+        "Open it by hand (decrypt with the recipient's key, recover the envelope); the plan "
+        "defers it under each erase_subject rule, never deletes it blindly.",
         needs=SUBJECTS_SEARCHED,
     ),
 )

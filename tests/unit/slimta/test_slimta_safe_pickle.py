@@ -44,6 +44,7 @@ def test_envelope_decodes_to_what_slimta_sees(name: str) -> None:
     expected = dict(EXPECTED["envelopes"][name])
     expected.pop("flattened_bytes")  # BytesGenerator refolds long headers; informational only
     got = dataclasses.asdict(sp.decode_envelope((DATA / name).read_bytes()))
+    assert len(got.pop("body")) == expected["body_bytes"]  # the body itself: content search only
     got["headers"] = [list(pair) for pair in got["headers"]]
     assert got == expected
 
