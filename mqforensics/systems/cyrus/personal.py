@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 CHECK = subjects.CHECK
 
 
+def _at(column: str, where: str) -> Column:
+    """`column`'s subjects, each with `where` it was found (``detail.found``)."""
+    from pyspark.sql import functions as F
+
+    return F.transform(column, lambda s: F.struct(s.alias("subject"), F.lit(where).alias("where")))
+
+
 def personal_data(frames: CyrusFrames, settings: Settings) -> DataFrame:
     """One ``info`` finding per ACL entry (of the frames judged with the settings' server
     settings) whose grantee or mailbox owner is a searched data subject (none when no subject
@@ -60,6 +67,11 @@ def personal_data(frames: CyrusFrames, settings: Settings) -> DataFrame:
         "own_rights", "admin",
         F.array_sort(F.array_union("grantee_subjects", "owner_subjects")).alias("subjects"),
         "grantee_subjects",
+        F.array_sort(
+            F.concat(_at("grantee_subjects", "acl:grantee"), _at("owner_subjects", "acl:owner"))
+        ).alias("found"),
+        # A mailboxes.db holds no message: both depths search the same ACL entries.
+        F.lit(common.searched.depth).alias("depth"),
     )  # fmt: skip
     return select_findings(
         rows,

@@ -47,6 +47,12 @@ def personal_rows(
             "admin": row["admin"],
             "subjects": sorted((grantee | owner) & wanted),
             "grantee_subjects": sorted(grantee & wanted),
+            "found": sorted(
+                [{"subject": s, "where": "acl:grantee"} for s in grantee & wanted]
+                + [{"subject": s, "where": "acl:owner"} for s in owner & wanted],
+                key=lambda f: (f["subject"], f["where"]),
+            ),
+            "depth": "headers",
         }
         subject = f"{dbchecks.visible(row['mailbox'])} {dbchecks.visible(row['identifier'])}"
         out.append(
