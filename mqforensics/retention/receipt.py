@@ -811,6 +811,11 @@ def verify(path: str | Path, public_key: str | Path | None = None) -> Verificati
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"receipt {path} cannot be read ({exc.strerror or exc})") from None
+    return verify_bytes(data, path, pinned)
+
+
+def verify_bytes(data: bytes, path: Path, pinned: Any = None) -> Verification:
+    """`verify` of the bytes `data` of the receipt file `path`; `pinned`: a public key."""
 
     def bad(problem: str) -> Verification:
         return Verification(path, False, problem)
