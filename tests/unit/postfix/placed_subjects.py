@@ -193,12 +193,13 @@ def queue_file(case: Case, marker: str = "", split: int = 40) -> bytes:
     content = content_records(case.message(marker), split)
     head = record("T", b"1764583200 0") + record("A", b"create_time=1764583200")
     head += record("S", case.sender.encode()) + rcpts
-    size = f"{len(content):15d} {0:15d} {len(case.recipients):15d} {0:15d} {0:15d} {0:15d}"
+    # C: content size (M's data to X), where M's data starts, recipients; fixed width, so the
+    # record's own length is known before its numbers.
+    c_length = len(record("C", b"%15d %15d %15d %15d %15d %15d" % (0, 0, 0, 0, 0, 0)))
+    data_at = c_length + len(head) + len(record("M", b""))
+    size = b"%15d %15d %15d %15d %15d %15d" % (len(content), data_at, len(case.recipients), 0,
+                                               len(content), 0)  # fmt: skip
     return (
-        record("C", size.encode())
-        + head
-        + record("M", b"")
-        + content
-        + record("X", b"")
+        record("C", size) + head + record("M", b"") + content + record("X", b"")
         + record("E", b"")
-    )
+    )  # fmt: skip
