@@ -5,6 +5,7 @@ generated part of ``docs/benchmarks.md``.
                                         # a Postfix queue and a slimta spool of 100k messages
     python -m bench.run --smoke         # every benchmark on tiny data (what `make test` runs)
     python -m bench.run --only james_audit --james-entries 1000000
+    python -m bench.run --only james_content   # the content search of 5,000 James mails
     python -m bench.run --with-100m     # full, and the James audit at 100M too (over an hour)
     python -m bench.run --render-only   # re-render docs/benchmarks.md from the saved results
 
@@ -31,6 +32,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = (
     "james_audit",
     "james_live",
+    "james_content",
     "cyrus_twoskip",
     "logqueue_segments",
     "postfix_queue",
@@ -47,6 +49,7 @@ FULL = {
     "segment_bytes": 1 << 30,
     "postfix_messages": 100_000,
     "slimta_envelopes": 100_000,
+    "james_content_mails": 5_000,
     "audit_repeats": AUDIT_REPEATS,
 }
 # The James audit at 100M entries (`--with-100m`, or `--james-entries 100000000`): above
@@ -66,6 +69,7 @@ SMOKE = {
     "segment_bytes": 2 << 20,
     "postfix_messages": 100,
     "slimta_envelopes": 100,
+    "james_content_mails": 100,
 }
 
 
@@ -79,6 +83,7 @@ def run_all(
     from bench import (
         cyrus_twoskip,
         james_audit,
+        james_content,
         james_live,
         logqueue_segments,
         postfix_queue,
@@ -97,6 +102,8 @@ def run_all(
             )
     if "james_live" in only:
         results += james_live.run(sizes["live_entries"], cassandra=cassandra)
+    if "james_content" in only:
+        results += james_content.run(sizes["james_content_mails"], workdir / "james_content")
     if "cyrus_twoskip" in only:
         results += cyrus_twoskip.run(sizes["cyrus_records"], workdir / "cyrus")
     if "logqueue_segments" in only:
