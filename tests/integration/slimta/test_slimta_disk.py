@@ -147,9 +147,16 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
         (kind, (tmp("fresh_tmp"),), ("erasure",)),
     }
     deferred = [json.loads(line) for line in (plan / "deferred.jsonl").read_text().splitlines()]
-    assert [(d["target"]["id"], d["rules"]) for d in deferred] == [
-        (roles["hostile_meta"], ["erasure"])
+    # The envelopes that do not decode could not be searched (unreadable_content): deferred
+    # under the erasure, never deleted blindly; the hostile one stays evidence.
+    assert [(d["target"]["id"], d["rules"], d["reason"].split(":")[0]) for d in deferred] == [
+        (roles["hostile_meta"], ["erasure"], "holds an unsafe pickle (unsafe_pickle)"),
+        (roles["broken_env"], ["erasure"], "content could not be searched"),
+        (roles["hostile_env"], ["erasure"], "holds an unsafe pickle (unsafe_pickle)"),
     ]
+    assert deferred[1]["reason"] == (
+        "content could not be searched: envelope: the envelope does not decode (corrupt_pickle)"
+    )
     # The erasure cites the personal_data findings, the deferral the unsafe pickle too.
     findings = {r["id"]: r for r in json.loads((root / "audit" / "findings.json").read_text())}
     cited = {tuple(a["target"]["files"]): sorted(findings[f]["check"] for f in a["findings"])
@@ -161,6 +168,10 @@ def test_a_plan_applied_by_the_purger_removes_exactly_what_it_names(
         "personal_data", "unsafe_pickle",
     ]  # fmt: skip
     assert "unsafe pickle" in deferred[0]["reason"]
+    assert sorted(findings[f]["check"] for f in deferred[1]["findings"]) == ["unreadable_content"]
+    assert sorted(findings[f]["check"] for f in deferred[2]["findings"]) == [
+        "unreadable_content", "unsafe_pickle",
+    ]  # fmt: skip
     plan_text = "".join(p.read_text() for p in plan.iterdir())
     assert "rose@" not in plan_text and "pat@" not in plan_text
 
