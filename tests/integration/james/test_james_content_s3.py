@@ -106,7 +106,7 @@ def test_blobs_read_from_s3_are_searched_decompressed(
     manifest = json.loads((out / "manifest.json").read_text())
     assert "unreadable_content" not in manifest["not_run"] and manifest["partial"] == {}
     printed = capsys.readouterr()
-    for path in out.iterdir():
+    for path in (p for p in out.rglob("*") if p.is_file()):
         text = path.read_bytes()
         assert s3["secret_key"].encode() not in text and s3["access_key"].encode() not in text
     assert s3["secret_key"] not in printed.out + printed.err
