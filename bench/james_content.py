@@ -36,6 +36,7 @@ from typing import Any
 
 from bench import measure
 from mqforensics.services.cache import cache_dir
+from mqforensics.systems.james.content import BlobReader
 
 BENCHMARK = "james_content"
 DATA_VERSION = "1"
@@ -136,10 +137,10 @@ def _search(blobs: Path, depth: str) -> dict[str, Any]:
             "unreadable": unreadable}  # fmt: skip
 
 
-class _Counting:
+class _Counting(BlobReader):
     """A blob reader that counts what it read (the stored bytes)."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: BlobReader) -> None:
         self.reader, self.blobs, self.bytes = reader, 0, 0
 
     def read(self, key: str) -> tuple[bytes, str | None]:
