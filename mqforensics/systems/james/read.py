@@ -124,6 +124,7 @@ def settings(options: JamesOptions, common: AuditArgs, loaded: Loaded[JamesState
 ROW_CHECKS = (
     "unreclaimed_slice", "stale_browse_start", "invisible_mail", "stuck_mail", "consumed_blob",
     "dangling_blob_ref", "bucket_mismatch", "slice_mismatch", "config_advice", "personal_data",
+    "unreadable_content",
     "broker_missing_mail", "broker_orphan_message", "dead_lettered_mail",
     "broker_count_mismatch",
 )  # fmt: skip
