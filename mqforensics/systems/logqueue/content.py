@@ -11,7 +11,7 @@ travel inside the function Spark ships, never as an option of a data source.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,7 +72,7 @@ def spool_content(spool: DataFrame, searched: Searched) -> DataFrame:
     each, in the executors."""
     schema = _arrow_schema()
 
-    def search(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def search(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             queues = batch.column("queue").to_pylist()
             names = batch.column("name").to_pylist()

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqforensics.retention.erasure import (
+    UNREADABLE_CONTENT as UNREADABLE,
+)
+from mqforensics.retention.erasure import rules_found, rules_unsearched, unsearched_reason
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
 from mqforensics.spec import PlanParts
@@ -32,7 +36,6 @@ GARBAGE_SEGMENTS = "garbage_segments"
 DELETE_SEGMENT = "logqueue.delete_segment"
 DELETE_SPOOL = "logqueue.delete_spool"
 UNRECLAIMED, PERSONAL_DATA = "unreclaimed_segment", "personal_data"
-UNREADABLE = "unreadable_content"
 SPOOL_SCOPE = "spool"
 LIVE_SPOOL = (
     "holds a data subject to erase, but its message is still {state}: the queue delivers it "
@@ -40,7 +43,6 @@ LIVE_SPOOL = (
     "the queue fail the message"
 )
 NO_MESSAGE_SPOOL = "a spool file no unfinished message names; holds a data subject to erase"
-UNSEARCHED = "content could not be searched: {reasons}; a person decides"
 BELOW_SUFFIX = "entirely before the saved working suffix"
 SAVED_POSITIONS_BEHIND = (
     "garbage, but the saved restart positions still cover it: the queue must save newer "
@@ -108,10 +110,7 @@ def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, 
         if row["check"] == UNRECLAIMED:
             rules = [r.id for r in garbage_rules if _rule_applies(r, queue)]
         elif row["check"] == PERSONAL_DATA:
-            held = set(detail.get("subjects") or ())
-            rules = [
-                r.id for r in erase_rules if held & set(r.subjects) and _rule_applies(r, queue)
-            ]
+            rules = [r.id for r in rules_found(detail, erase_rules) if _rule_applies(r, queue)]
         else:
             continue
         if not rules:
@@ -162,24 +161,26 @@ def _spool_plan(
     findings name, deferred with the reason. Each cites its findings."""
     actions: list[Action] = []
     deferred: list[Deferred] = []
+    # Unsearchable files some rule already selects go with that rule's action or deferral.
+    found: set[tuple[str, str]] = set()
+    unsearched: list[Deferred] = []
     for row in sorted(rows, key=lambda r: (r["queue"], r["detail"]["spool"], r["check"])):
         queue, detail = row["queue"], row["detail"]
         applies = [r for r in erase_rules if _rule_applies(r, queue)]
+        target = {"queue": queue, "spool": detail["spool"]}
         if row["check"] == PERSONAL_DATA:
-            held = set(detail.get("subjects") or ())
-            applies = [r for r in applies if held & set(r.subjects)]
+            applies = rules_found(detail, applies)
+            if applies:
+                found.add((queue, detail["spool"]))
+        else:
+            applies = rules_unsearched(detail, applies)
         if not applies:
             continue
         chosen = tuple(sorted(r.id for r in applies))
-        target = {"queue": queue, "spool": detail["spool"]}
         cited = (row["id"],)
         if row["check"] == UNREADABLE:
-            reasons = "; ".join(
-                f"{u['where']}: {u['reason']}" for u in detail.get("unreadable") or ()
-            )
-            deferred.append(
-                Deferred(DELETE_SPOOL, target, chosen, UNSEARCHED.format(reasons=reasons), cited)
-            )
+            reason = unsearched_reason(detail)
+            unsearched.append(Deferred(DELETE_SPOOL, target, chosen, reason, cited))
             continue
         state = detail.get("state")
         if state in ("waiting", "in_flight"):
@@ -198,4 +199,5 @@ def _spool_plan(
             Action(DELETE_SPOOL, target, precondition, chosen, detail["size"], 0, NO_MESSAGE_SPOOL,
                    findings=cited)
         )  # fmt: skip
+    deferred.extend(d for d in unsearched if (d.target["queue"], d.target["spool"]) not in found)
     return actions, deferred

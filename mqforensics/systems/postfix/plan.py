@@ -33,8 +33,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqforensics.retention.erasure import (
+    UNREADABLE_CONTENT,
+    rules_found,
+    rules_unsearched,
+    unsearched_reason,
+)
 from mqforensics.retention.manifest import Action, Deferred
-from mqforensics.retention.policy import ERASE_SUBJECT, SEARCH_FULL, Policy, Rule
+from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
 from mqforensics.spec import PlanParts
 from mqforensics.systems.postfix.files import SYSTEM
 from mqforensics.systems.postfix.queue_dir import LISTED_QUEUES, READY, READY_BITS
@@ -79,10 +85,6 @@ NOT_A_MESSAGE_QUEUE = (
 )
 ACTIVE = "in the active queue: the queue manager is delivering it; plan again once it is deferred"
 NOT_READ = "the audit could not read the file: there is no digest to re-check it against"
-UNREADABLE = "content could not be searched: {reasons}"
-UNREADABLE_CONTENT = "unreadable_content"
-# Where a subject found (or a place not searched) is only searched by rules of depth full.
-_FULL_ONLY = frozenset(("body", "attachment"))
 
 
 def _instant(value: Any) -> dt.datetime | None:
@@ -95,20 +97,6 @@ def _age_start(detail: Mapping[str, Any], kind: str) -> dt.datetime | None:
     if not starts:
         return None
     return min(starts) if kind == "damaged_mail" else starts[0]
-
-
-def _subjects_found(detail: Mapping[str, Any], rule: Rule) -> set[str]:
-    """The subjects a `personal_data` finding's file holds where `rule` searches: anywhere for
-    a rule of depth full, else in its envelope and header fields (``detail.found``; a finding
-    without it names only subjects found there)."""
-    found = detail.get("found")
-    if found is None:
-        return set(detail.get("subjects") or ())
-    return {
-        str(hit["subject"])
-        for hit in found
-        if rule.search == SEARCH_FULL or hit.get("where") not in _FULL_ONLY
-    }
 
 
 def _older(detail: Mapping[str, Any], rule: Rule, as_of: dt.datetime) -> bool:
@@ -147,7 +135,7 @@ class PostfixPlanner:
             if rule.kind != kind or not rule.applies_to(SYSTEM, finding["queue"]):
                 continue
             if kind == ERASE_SUBJECT:
-                if _subjects_found(finding["detail"], rule) & set(rule.subjects):
+                if rules_found(finding["detail"], [rule]):
                     chosen.append(rule)
             elif _older(finding["detail"], rule, self.as_of):
                 chosen.append(rule)
@@ -155,16 +143,13 @@ class PostfixPlanner:
 
     def _unsearched(self, finding: Mapping[str, Any]) -> tuple[list[Rule], str]:
         """The erase_subject rules an `unreadable_content` finding's file escapes (the rules
-        that apply to its queue and search a place that could not be read), and the reasons."""
-        places = finding["detail"].get("unreadable") or []
-        rules = []
-        for rule in self.rules:
-            if rule.kind != ERASE_SUBJECT or not rule.applies_to(SYSTEM, finding["queue"]):
-                continue
-            if any(rule.search == SEARCH_FULL or p.get("where") not in _FULL_ONLY for p in places):
-                rules.append(rule)
-        reasons = "; ".join(f"{p.get('where')}: {p.get('reason')}" for p in places)
-        return rules, reasons
+        that apply to its queue and search a place that could not be read), and the reason."""
+        rules = [
+            r for r in self.rules
+            if r.kind == ERASE_SUBJECT and r.applies_to(SYSTEM, finding["queue"])
+        ]  # fmt: skip
+        detail = finding["detail"]
+        return rules_unsearched(detail, rules), unsearched_reason(detail)
 
     def plan(self, findings: Iterable[dict[str, Any]]) -> PlanParts:
         out = PlanParts()
@@ -227,7 +212,7 @@ class PostfixPlanner:
                     POSTSUPER_DELETE,
                     self._target(item),
                     rules,
-                    UNREADABLE.format(reasons=reasons),
+                    reasons,
                     (item.finding["id"],),
                 )
             )
