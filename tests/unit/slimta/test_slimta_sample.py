@@ -159,10 +159,21 @@ def test_an_erasure_from_audit_to_purge(spark, sample: dict, tmp_path: Path) -> 
     for action in plan.actions():
         assert all(ident in by_id and by_id[ident]["subject"] in (action.target["files"])
                    for ident in action.findings)  # fmt: skip
-    (deferred,) = plan.deferred()
+    # The envelopes that do not decode could not be searched: deferred under the erasure,
+    # citing their unreadable_content findings (and the unsafe pickle of the hostile one).
+    deferred, broken, hostile = plan.deferred()
     assert deferred.target["id"] == roles["hostile_meta"] and deferred.rules == ("erasure",)
     assert sorted(by_id[f]["check"] for f in deferred.findings) == ["personal_data",
                                                                     "unsafe_pickle"]  # fmt: skip
+    assert (broken.target["id"], broken.rules, broken.reason) == (
+        roles["broken_env"], ("erasure",),
+        "content could not be searched: envelope: the envelope does not decode (corrupt_pickle)",
+    )  # fmt: skip
+    assert [by_id[f]["check"] for f in broken.findings] == ["unreadable_content"]
+    assert (hostile.target["id"], hostile.rules) == (roles["hostile_env"], ("erasure",))
+    assert sorted(by_id[f]["check"] for f in hostile.findings) == ["unreadable_content",
+                                                                   "unsafe_pickle"]  # fmt: skip
+    assert "unsafe pickle" in hostile.reason
 
     # `plan slimta SOURCE` audits (into PLAN.audit) and plans through the same code.
     again = tmp_path / "again"
