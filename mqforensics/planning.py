@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics import subjects, systems
+from mqforensics.audit_manifest import read_manifest
 from mqforensics.errors import ConfigError
 from mqforensics.findings import read_findings
-from mqforensics.runner import check_out, read_manifest
+from mqforensics.runner import check_out
 from mqforensics.units import duration_text, parse_instant, utc_text
 
 if TYPE_CHECKING:

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqforensics import systems
+from mqforensics.audit_manifest import MANIFEST, MANIFEST_FORMAT
 from mqforensics.content_search import FULL
 from mqforensics.credentials import mask_secrets
 from mqforensics.errors import ConfigError, InputError, translated, typed
 from mqforensics.findings import (
     FINDINGS_JSON,
     FINDINGS_RAW,
-    read_json,
     write_findings,
     write_json,
 )
@@ -44,9 +44,6 @@ from mqforensics.version import __version__
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = "mqforensics-audit/1"
-
 
 def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
     """The common options resolved; with `keyed`, the audit's subject key is made (and kept in
@@ -56,8 +53,10 @@ def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
     key = subjects.new_key(common.out) if keyed else b""
     wanted: frozenset[str] = frozenset()
     full: frozenset[str] = frozenset()
+    policy_sha256 = None
     if common.erasure_policy is not None and keyed:
         policy = systems.load_policy(common.erasure_policy)
+        policy_sha256 = policy.sha256
         wanted = frozenset(subjects.keyed_all(subjects.erasure_subjects(policy), key))
         full = frozenset(subjects.keyed_all(subjects.erasure_subjects(policy, FULL), key))
     return AuditArgs(
@@ -67,6 +66,7 @@ def resolve_common(common: CommonOptions, *, keyed: bool = True) -> AuditArgs:
         subjects=wanted,
         subject_key=key,
         full_subjects=full,
+        erasure_policy_sha256=policy_sha256,
     )
 
 
@@ -320,6 +320,10 @@ def write_manifest(
         # What the audit said besides its findings (odd file names, the broker's notes).
         "notes": [mask_secrets(note) for note in loaded.notes],
         "subjects_searched": sorted(resolved.subjects),
+        # Those searched in bodies and attachments too (rules with search = "full").
+        "subjects_searched_full": sorted(resolved.full_subjects & resolved.subjects),
+        # The erasure policy's bytes the subjects came from (None: no erasure policy).
+        "erasure_policy_sha256": resolved.erasure_policy_sha256,
         # The run history this audit's figures went to (None: none).
         "history": history,
         "findings": {
@@ -329,23 +333,6 @@ def write_manifest(
         },
     }
     write_json(out / MANIFEST, manifest)
-    return manifest
-
-
-def read_manifest(directory: Path) -> dict[str, Any]:
-    """The manifest of an audit directory, checked against its findings.json."""
-    path = Path(directory) / MANIFEST
-    manifest = read_json(path, "an audit manifest")
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise InputError(f"{path}: not an audit manifest (format {MANIFEST_FORMAT})")
-    for name, key in ((FINDINGS_JSON, "sha256"), (FINDINGS_RAW, "raw_sha256")):
-        path = Path(directory) / name
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"{path} does not exist") from None
-        if hashlib.sha256(data).hexdigest() != manifest["findings"][key]:
-            raise InputError(f"{path} does not match its manifest (changed since the audit)")
     return manifest
 
 

@@ -190,6 +190,8 @@ class AuditArgs:
     subject_key: bytes = b""
     # The `subjects` of rules with ``search = "full"``: also searched in bodies and attachments.
     full_subjects: frozenset[str] = frozenset()
+    # The SHA-256 of the erasure policy file the subjects came from (None: none).
+    erasure_policy_sha256: str | None = None
 
     @property
     def searched(self) -> Searched:

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from mqforensics import subjects
+from mqforensics.audit_manifest import read_manifest
 from mqforensics.errors import ConfigError, InputError
-from mqforensics.findings import FINDINGS_JSON, read_findings, read_json
+from mqforensics.findings import read_findings
 from mqforensics.privacy import pseudonymize_value
 from mqforensics.purge.journal import read_journal
 from mqforensics.retention.manifest import (
@@ -64,7 +65,6 @@ NO_KEY = (
 CLEAN = "subject found in none of the stores"
 PERSONAL_DATA = subjects.CHECK
 UNREADABLE = "unreadable_content"
-_AUDIT_FORMAT = "mqforensics-audit/1"  # runner.MANIFEST_FORMAT (a flow: not importable here)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 HideTarget = Callable[[dict[str, Any], str], dict[str, Any]]
@@ -200,23 +200,6 @@ def write_new_key(out: str | Path) -> str:
 
 
 # --- building ------------------------------------------------------------------------------------
-
-
-def _read_manifest(directory: Path, what: str) -> dict[str, Any]:
-    """An audit's manifest.json, checked against its findings.json (as the runner's is)."""
-    path = directory / "manifest.json"
-    manifest = read_json(path, "an audit manifest")
-    if not isinstance(manifest, dict) or manifest.get("format") != _AUDIT_FORMAT:
-        raise InputError(f"{path}: not an audit manifest (format {_AUDIT_FORMAT}), {what}")
-    findings = directory / FINDINGS_JSON
-    try:
-        data = findings.read_bytes()
-    except OSError:
-        raise InputError(f"{findings} does not exist ({what})") from None
-    recorded = (manifest.get("findings") or {}).get("sha256")
-    if hashlib.sha256(data).hexdigest() != recorded:
-        raise InputError(f"{findings} does not match its manifest (changed since the audit)")
-    return manifest
 
 
 def _key_id(key: bytes) -> str:
@@ -388,11 +371,11 @@ def make_receipt(
     before_dir = Path(before_audit_dir or recorded_audit.get("directory") or "")
     if not str(before_dir) or before_dir == Path():
         raise ConfigError(f"plan {plan.directory} names no audit: give the plan's audit")
-    before_manifest = _read_manifest(before_dir, "the plan's audit")
+    before_manifest = read_manifest(before_dir)
     if recorded_audit.get("findings_sha256") not in (None, before_manifest["findings"]["sha256"]):
         raise ConfigError(f"audit {before_dir} is not the audit plan {plan.directory} came from")
     after_dir = Path(after_audit_dir)
-    after_manifest = _read_manifest(after_dir, "the after-purge audit")
+    after_manifest = read_manifest(after_dir)
     _check_after(plan, before_manifest, after_manifest, after_dir, completed_at)
     after_policy = _policy_sha256_of(after_manifest, after_dir)
     if after_policy != policy.sha256:

@@ -111,6 +111,8 @@ def test_the_checks_an_audit_cannot_run_are_named_with_the_input_each_needs():
         "broker_count_mismatch": "no RabbitMQ; give one of --rabbitmq, --broker-export",
         "personal_data": "no erasure policy names the data subjects to look for; give "
         "--erasure-policy",
+        "unreadable_content": "no erasure policy names the data subjects to look for; give "
+        "--erasure-policy",
     }  # fmt: skip
     assert len(spec.checks) - len(unmet) == 8
     with_all = JamesOptions(

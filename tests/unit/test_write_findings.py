@@ -82,8 +82,8 @@ def test_no_findings_are_two_empty_files(spark, tmp_path):
 def test_an_unreadable_audit_file_is_one_input_error_naming_it(tmp_path):
     import pytest
 
+    from mqforensics.audit_manifest import read_manifest
     from mqforensics.errors import InputError
-    from mqforensics.runner import read_manifest
 
     with pytest.raises(InputError, match=r"findings.json does not exist: not an audit directory"):
         findings.read_findings(tmp_path)
