@@ -68,6 +68,8 @@ __all__ = [
 
 HEADERS, FULL = "headers", "full"
 ENVELOPE, BODY, ATTACHMENT = "envelope", "body", "attachment"
+# The whole message, when it could not be parsed at all.
+MESSAGE = "message"
 HEADER_PREFIX = "header:"
 # Spark columns of a `Found` (`Found.as_row`), for the systems' frames.
 FOUND_SCHEMA = (
@@ -271,10 +273,13 @@ def search_message(raw: bytes, searched: Searched) -> Found:
     found = Found()
     if not searched:
         return found
-    message = message_from_bytes(raw, policy=email_policy.compat32)
-    _search_fields(message, HEADER_PREFIX, searched.headers, searched, found)
-    if searched.full:
-        _search_part(message, False, 0, searched, found)
+    try:
+        message = message_from_bytes(raw, policy=email_policy.compat32)
+        _search_fields(message, HEADER_PREFIX, searched.headers, searched, found)
+        if searched.full:
+            _search_part(message, False, 0, searched, found)
+    except Exception as exc:
+        found.cannot(MESSAGE, f"could not be parsed ({type(exc).__name__})")
     return found
 
 

@@ -35,6 +35,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.retention.erasure import (
+    UNSEARCHED,
+    rules_found,
+    rules_unsearched,
+    unsearched_reason,
+)
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.spec import PlanParts
 from mqforensics.systems.james import tombstones
@@ -68,7 +74,6 @@ OVER_BUDGET = "tombstone budget of {budget} rows per partition exceeded"
 CONSUMED_CONTENT = "content of a consumed mail"
 ERASED_CONTENT = "content of mail of an erased data subject"
 ORPHAN = "orphaned blob"
-UNSEARCHED = "content could not be searched: {reasons}"
 
 
 def _instant(text: str | None) -> dt.datetime | None:
@@ -160,12 +165,8 @@ class _Planner:
         are what erasure actions cite."""
         rows = []
         for finding in self.by_check["personal_data"]:
-            held = set(finding["detail"].get("subjects") or ())
-            rules = {
-                r.id
-                for r in self.erase_rules
-                if r.applies_to(SYSTEM, finding["queue"]) and held & set(r.subjects)
-            }
+            covering = [r for r in self.erase_rules if r.applies_to(SYSTEM, finding["queue"])]
+            rules = {r.id for r in rules_found(finding["detail"], covering)}
             if rules:
                 rows.append(_Erased(finding, rules))
         return rows
@@ -340,13 +341,10 @@ class _Planner:
             d = finding["detail"]
             if (finding["queue"], d["enqueueid"]) in found:
                 continue
-            rules = tuple(
-                sorted(r.id for r in self.erase_rules if r.applies_to(SYSTEM, finding["queue"]))
-            )
+            covering = [r for r in self.erase_rules if r.applies_to(SYSTEM, finding["queue"])]
+            rules = tuple(sorted(r.id for r in rules_unsearched(d, covering)))
             if not rules:
                 continue
-            places = [f"{u['where']}: {u['reason']}" for u in d.get("unreadable") or ()]
-            reasons = "; ".join(dict.fromkeys(places)) or "unknown"
             target = {
                 "keyspace": self.keyspace,
                 "table": d["table"],
@@ -360,7 +358,7 @@ class _Planner:
                     kind=DELETE_ROW,
                     target=target,
                     rules=rules,
-                    reason=UNSEARCHED.format(reasons=reasons),
+                    reason=unsearched_reason(d),
                     findings=(finding["id"],),
                 )
             )

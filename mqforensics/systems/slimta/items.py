@@ -35,8 +35,7 @@ and to *now + backoff* after a transient failure: it is not an arrival time.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
-from email import header as email_header
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqforensics.content_search import (
@@ -69,24 +68,6 @@ ITEMS = (
 )
 
 _INT32 = (1 << 31) - 1
-
-
-def searchable(env: EnvelopeData) -> bytes:
-    """The message of `env` as slimta sends it (`EnvelopeData.flatten`), for `search_message`,
-    with each header field holding raw 8-bit (SMTPUTF8) text given as one RFC 2047 UTF-8
-    encoded word: the same text once decoded. `content_search` parses with the compat32
-    policy, which reads a raw 8-bit field as ``unknown-8bit`` and loses its characters (an
-    address at ``bücher.example`` would never match)."""
-    _, body = env.flatten()
-    fields = [(n, _encoded(v)) for n, v in env.headers]
-    return replace(env, headers=fields).flatten()[0] + body
-
-
-def _encoded(value: str) -> str:
-    if value.isascii():
-        return value
-    text = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return email_header.Header(text, "utf-8", maxlinelen=1 << 20).encode(linesep="\r\n")
 
 
 @dataclass
@@ -155,10 +136,7 @@ class Item:
         found = Found()
         if self.envelope_state == OK and env is not None:
             found.hits |= search_envelope([env.sender, *env.recipients], searched)
-            try:
-                found.merge(search_message(searchable(env), searched))
-            except Exception as exc:  # a parser bug on hostile input: said, never a failed job
-                found.cannot("message", f"could not be parsed ({type(exc).__name__})")
+            found.merge(search_message(b"".join(env.flatten()), searched))
         elif self.envelope_state not in (OK, MISSING):
             found.cannot(ENVELOPE, f"the envelope does not decode ({self.envelope_state})")
         else:

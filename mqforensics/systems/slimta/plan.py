@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqforensics.retention.erasure import rules_found, rules_unsearched, unsearched_reason
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.retention.policy import Policy, Rule
 from mqforensics.spec import PlanParts
@@ -59,7 +60,6 @@ EVIDENCE = (
 NOT_A_HASH = "the key is not a hash: inspect it by hand"
 SQS_NOT_PURGED = "an SQS message: the purger does not consume queues, delete it with the SQS API"
 NO_ETAG = "the store gave no ETag for the object: nothing to re-check it against"
-UNSEARCHED = "content could not be searched: {reasons}"
 
 # The checks whose findings a queue_leftovers rule selects (torn_write only on disk and Redis,
 # corrupt_meta only for keys that are not hashes).
@@ -158,8 +158,7 @@ class SlimtaPlanner:
             if rule.kind != kind or not rule.applies_to(SYSTEM, finding["queue"]):
                 continue
             if kind == "erase_subject":
-                if set(finding["detail"].get("subjects") or ()) & set(rule.subjects):
-                    chosen.append(rule)
+                chosen.extend(rules_found(finding["detail"], [rule]))
             elif _older(finding["detail"], rule, self.as_of):
                 chosen.append(rule)
         return chosen
@@ -248,16 +247,14 @@ class SlimtaPlanner:
         erase_subject rule applying to their store, citing the finding (and the unsafe_pickle
         finding of a hostile envelope, which stays evidence)."""
         for item in sorted((_Item(f) for f in findings), key=_Item.order):
-            rules = tuple(
-                r.id for r in self.rules
+            covering = [
+                r for r in self.rules
                 if r.kind == "erase_subject" and r.applies_to(SYSTEM, item.store)
-            )  # fmt: skip
+            ]  # fmt: skip
+            rules = tuple(r.id for r in rules_unsearched(item.detail, covering))
             if not rules:
                 continue
-            places = item.detail.get("unreadable") or ()
-            reason = UNSEARCHED.format(
-                reasons="; ".join(f"{u['where']}: {u['reason']}" for u in places)
-            )
+            reason = unsearched_reason(item.detail)
             cited = (item.finding["id"],)
             evidence = unsafe.get(_key(item.finding))
             if evidence:

@@ -220,8 +220,9 @@ def _finding(check: str, message_id: str, **detail: Any) -> dict[str, Any]:
 
 def test_the_plan_erases_content_findings_and_defers_unreadable_ones() -> None:
     """A subject found only in a header is planned like an envelope one; an item the search
-    could not read is deferred under every erase_subject rule, citing its finding; a hostile
-    envelope stays evidence."""
+    could not read is deferred under every erase_subject rule that searches the unread place
+    (a body only under rules of depth full), citing its finding; a hostile envelope stays
+    evidence."""
     erase_a = Rule("erase-a", "erase_subject", "art. 17", subjects=("ka",), search="full")
     erase_b = Rule("erase-b", "erase_subject", "art. 17", subjects=("kb",))
     elsewhere = Rule("erase-elsewhere", "erase_subject", "art. 17", subjects=("ka",),
@@ -247,7 +248,7 @@ def test_the_plan_erases_content_findings_and_defers_unreadable_ones() -> None:
         (ids[0],),
     )
     assert [(d.target["id"], d.rules, d.reason, d.findings) for d in parts.deferred] == [
-        ("2" * 32, ("erase-a", "erase-b"),
+        ("2" * 32, ("erase-a",),
          "content could not be searched: body: encrypted (S/MIME enveloped-data)", (ids[1],)),
         ("3" * 32, ("erase-a", "erase-b"), EVIDENCE, tuple(sorted(ids[2:]))),
     ]  # fmt: skip
