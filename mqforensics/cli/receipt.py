@@ -1,5 +1,5 @@
 """``mqforensics receipt make | verify | keygen``: the signed erasure receipt of an applied plan
-(docs/receipts.md). The signing key is never a command-line value: ``--signing-key FILE``, or
+(docs/receipts.md). The signing key is never a command-line value: ``--signing-key-file FILE``, or
 ``MQF_RECEIPT_KEY`` / ``MQF_RECEIPT_KEY_FILE``."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "make",
         help="sign what an applied plan did for each erasure request (RECEIPT.json, .html)",
         description="After `purge PLAN --apply` and a fresh audit of the same stores with the "
-        f"same --erasure-policy. The key: --signing-key FILE, else {KEY_VARIABLE} (PEM or 64 "
+        f"same --erasure-policy. The key: --signing-key-file FILE, else {KEY_VARIABLE} (PEM or 64 "
         f"hex digits) or {KEY_FILE_VARIABLE}.",
     )
     make.add_argument("plan", type=Path, metavar="PLAN", help="the applied plan directory")
@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     make.add_argument("--out", type=Path, required=True, metavar="DIR", help="receipt directory")
     make.add_argument(
-        "--signing-key", type=Path, metavar="FILE",
+        "--signing-key-file", type=Path, metavar="FILE",
         help=f"Ed25519 private key file, PEM or raw (default: {KEY_VARIABLE}, "
         f"{KEY_FILE_VARIABLE})",
     )  # fmt: skip
@@ -64,7 +64,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run_make(args: argparse.Namespace) -> int:
     made = api_receipt.receipt(
         args.plan, after=args.after, out=args.out, policy=args.policy,
-        signing_key=args.signing_key, journal=args.journal, before=args.before,
+        signing_key=args.signing_key_file, journal=args.journal, before=args.before,
     )  # fmt: skip
     sys.stdout.write(made.summary())
     print(f"wrote {made.json_path} and {made.html_path}")

@@ -59,7 +59,7 @@ KEY_FILE_VARIABLE = "MQF_RECEIPT_KEY_FILE"
 ALGORITHM = "Ed25519"
 NO_KEY = (
     f"no signing key: set {KEY_VARIABLE} (PEM or 64 hex digits) or {KEY_FILE_VARIABLE} "
-    "(the path of a key file), or name a key file with the option --signing-key; "
+    "(the path of a key file), or name a key file with the option --signing-key-file; "
     "`mqforensics receipt keygen --out FILE` makes one"
 )
 CLEAN = "subject found in none of the stores"

@@ -413,7 +413,7 @@ def test_the_command_line_refuses_without_a_key_and_writes_no_address(
     refused = _cli(*args)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    assert "MQF_RECEIPT_KEY" in refused.stderr and "--signing-key" in refused.stderr
+    assert "MQF_RECEIPT_KEY" in refused.stderr and "--signing-key-file" in refused.stderr
     assert not (tmp_path / "out").exists()
 
     made = _cli(*args, env={receipts.KEY_VARIABLE: KEY_HEX})
