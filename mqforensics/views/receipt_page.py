@@ -18,7 +18,10 @@ from mqforensics.privacy import pseudonymize_text
 from mqforensics.units import plural
 from mqforensics.views.plan_report import CSS
 
-_EXTRA_CSS = "code{font-size:.9em}td{font-family:monospace}"
+_EXTRA_CSS = (
+    "code{font-size:.9em}td{font-family:monospace;overflow-wrap:anywhere;word-break:break-word}"
+    "table{max-width:100%}"
+)
 
 
 def _show(value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.file_digest import listing_fingerprint
 from mqforensics.filenames import is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.postfix.frames import PostfixFrames
@@ -75,6 +76,8 @@ def load(spark: SparkSession, options: PostfixOptions, common: AuditArgs) -> Loa
             "kind": "Postfix queue_directory",
             "location": shown(d.path),
             "host": shown(d.host),
+            # What the queue held when it was read (a live queue's changes as mail moves).
+            "fingerprint": listing_fingerprint([d.path]),
         }
         for d in dirs
     ]

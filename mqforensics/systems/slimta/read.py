@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqforensics.file_digest import listing_fingerprint
 from mqforensics.filenames import first_listed, is_odd, odd_names_note, shown, unescaped
 from mqforensics.spec import AuditArgs, Loaded
 from mqforensics.systems.slimta.disk import DiskLayout, foreign_tmp_files
@@ -44,9 +45,11 @@ def inputs_of(stores: Stores) -> list[dict[str, Any]]:
     inputs: list[dict[str, Any]] = []
     if stores.disk is not None:
         layout = stores.disk
+        dirs = [d for d in dict.fromkeys((layout.env_dir, layout.meta_dir, layout.tmp_dir)) if d]
         inputs.append({"kind": "slimta DiskStorage", "location": shown(layout.env_dir),
                        "meta_dir": shown(layout.meta_dir),
-                       "tmp_dir": _shown_or_none(layout.tmp_dir)})  # fmt: skip
+                       "tmp_dir": _shown_or_none(layout.tmp_dir),
+                       "fingerprint": listing_fingerprint(dirs)})  # fmt: skip
     if stores.redis is not None:
         inputs.append({"kind": "slimta RedisStorage", "location": stores.redis.where,
                        "prefix": stores.redis_prefix})  # fmt: skip
