@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -130,6 +131,23 @@ def _mentions(row: dict[str, Any], subjects: set[str]) -> bool:
     return any(a is not None and _hash(a) in subjects for a in addresses)
 
 
+# A header blob starts with a header field: a name of printable ASCII but ':' (RFC 5322 2.2),
+# then ':'. The planted and leaked blobs of `build_state` are not header sections.
+_FIELD = re.compile(rb"[!-9;-~]+[ \t]*:")
+
+
+def _unsearchable(state: gen.GeneratedState, e: dict[str, Any], live: bool, objects: set[str]
+                  ) -> bool:  # fmt: skip
+    """Whether the erasure rule (depth ``headers``: the header blob only) cannot search the
+    content of view row `e`: its header blob is not in the bucket (a live mail's only: a
+    consumed mail's blobs are deleted by James) or does not start as a header section does."""
+    key = e["headerblobid"]
+    if key not in objects:
+        return live
+    head = state.blobs[key].lstrip(b"\r\n")
+    return bool(head) and _FIELD.match(head) is None
+
+
 def _passthrough(key: str) -> bool:
     """James's passthrough blob ids are random (version 4) UUIDs; others may be shared."""
     try:
@@ -153,7 +171,8 @@ class Expected:
 
 
 def expected_plan(state: gen.GeneratedState, as_of: dt.datetime, objects: set[str]) -> Expected:
-    """The plan the policy of `policy_text` must give, computed from the generated rows alone."""
+    """The plan the policy of `policy_text` must give, computed from the generated rows and
+    blobs alone; `objects`: the keys in the bucket."""
     subjects = {_hash(SUBJECT)}
     consumed = {(d["queuename"], d["enqueueid"]) for d in state.deleted}
     browse = {b["queuename"]: b["browsestart"] for b in state.browse_start}
@@ -169,6 +188,11 @@ def expected_plan(state: gen.GeneratedState, as_of: dt.datetime, objects: set[st
     planned: set[tuple[str, dt.datetime, int]] = set()
     rows: set[tuple[str, str]] = set()
     deferred: dict[tuple[str, str], str] = {}
+    # A row whose content could not be searched, and whose envelope does not name the subject,
+    # is deferred under the erasure rule (never deleted blindly: the subject may be there).
+    for e in state.entries:
+        if not _mentions(e, subjects) and _unsearchable(state, e, key(e) not in consumed, objects):
+            deferred[key(e)] = "content could not be searched"
     for part, members in by_partition.items():
         queue, start, _ = part
         before = queue in browse and start < browse[queue]
