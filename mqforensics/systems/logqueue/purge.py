@@ -31,10 +31,12 @@ from mqforensics.systems.logqueue.replay import replay
 from mqforensics.systems.logqueue.segment import read_segment
 
 
-class SegmentExecutor:
-    """Deletes planned segment files that are still below their queue's live saved suffix."""
+class _QueueFiles:
+    """What the executors of a queue directory's files share: the queues a plan acts on, each
+    one its audit read (else the plan is refused), and no error they classify as transient."""
 
-    kinds = (DELETE_SEGMENT,)
+    kinds: tuple[str, ...] = ()
+    step = "delete file"  # what the journal calls the destructive call
 
     def __init__(self, plan: Plan) -> None:
         planned = {a.target["queue"] for a in plan.actions() if a.kind in self.kinds}
@@ -49,19 +51,47 @@ class SegmentExecutor:
     def classify(self, exc: BaseException) -> str | None:
         return None
 
-    @staticmethod
-    def _path(action: Action) -> Path:
+    def close(self) -> None:
+        return None
+
+    def _path(self, action: Action) -> Path:
+        raise NotImplementedError
+
+    def _planned(self, action: Action) -> PlannedFile:
+        raise NotImplementedError
+
+    def verify(self, action: Action) -> Verdict:
+        raise NotImplementedError
+
+    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
+        """The file deleted right after `verify` passes again (held, checked, unlinked)."""
+        if not ops.destructive(self.step, partial(self.verify, action)):
+            return {"bytes": 0}
+        _, removed = unlink_checked([self._planned(action)])
+        ops.completed(self.step)
+        return {"bytes": removed}
+
+    def verify_done(self, action: Action) -> str | None:
+        return "file still present" if live_copy(self._path(action)) else None
+
+
+class SegmentExecutor(_QueueFiles):
+    """Deletes planned segment files that are still below their queue's live saved suffix."""
+
+    kinds = (DELETE_SEGMENT,)
+    step = "delete segment"
+
+    def _path(self, action: Action) -> Path:
         return Path(fs_path(action.target["queue"])) / fs_path(action.target["file"])
 
-    @staticmethod
-    def _planned(action: Action) -> PlannedFile:
+    def _planned(self, action: Action) -> PlannedFile:
         pre = action.precondition
         if not isinstance(pre.get("sha256"), str):
             raise ConfigError(
                 f"action {action.seq}: the plan records no SHA-256 of {action.target['file']} "
                 "(made by an older version): plan again"
             )
-        return PlannedFile(SegmentExecutor._path(action), int(pre["size"]), pre["sha256"])
+        return PlannedFile(self._path(action), int(pre["size"]), pre["sha256"])
 
     def verify(self, action: Action) -> Verdict:
         """Still below the live saved suffix, with the planned size and SHA-256."""
@@ -81,16 +111,6 @@ class SegmentExecutor:
             return Verdict(False, f"changed since the plan ({why})")
         return Verdict(True, detail={"saved_suffix_segment": saved.suffix[0]})
 
-    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
-        if not ops.destructive("delete segment", partial(self.verify, action)):
-            return {"bytes": 0}
-        _, removed = unlink_checked([self._planned(action)])
-        ops.completed("delete segment")
-        return {"bytes": removed}
-
-    def verify_done(self, action: Action) -> str | None:
-        return "file still present" if live_copy(self._path(action)) else None
-
     def census(self) -> dict[str, Any]:
         """Per queue: segments missing between the live saved suffix and the newest segment."""
         out: dict[str, Any] = {}
@@ -102,9 +122,6 @@ class SegmentExecutor:
             gaps = [n for n in range(low, max(files, default=low - 1) + 1) if n not in files]
             out[queue] = {"needed_segments_missing": len(gaps)}
         return out
-
-    def close(self) -> None:
-        return None
 
 
 def unfinished_spool_names(directory: Path) -> set[str]:
@@ -125,32 +142,19 @@ def unfinished_spool_names(directory: Path) -> set[str]:
     }
 
 
-class SpoolExecutor:
+class SpoolExecutor(_QueueFiles):
     """Deletes planned spool files that no unfinished message of the live queue names."""
 
     kinds = (DELETE_SPOOL,)
+    step = "delete spool file"
 
-    def __init__(self, plan: Plan) -> None:
-        planned = {a.target["queue"] for a in plan.actions() if a.kind in self.kinds}
-        audited = set(plan.header.get("inputs", {}).get("queues") or ())
-        outside = sorted(planned - audited)
-        if outside:
-            raise ConfigError(
-                f"plan {plan.directory}: actions on {outside[0]}, which its audit did not read"
-            )
-
-    def classify(self, exc: BaseException) -> str | None:
-        return None
-
-    @staticmethod
-    def _path(action: Action) -> Path:
+    def _path(self, action: Action) -> Path:
         queue = Path(fs_path(action.target["queue"]))
         return queue / layout.SPOOL_DIR / fs_path(action.target["spool"])
 
-    @staticmethod
-    def _planned(action: Action) -> PlannedFile:
+    def _planned(self, action: Action) -> PlannedFile:
         pre = action.precondition
-        return PlannedFile(SpoolExecutor._path(action), int(pre["size"]), str(pre["sha256"]))
+        return PlannedFile(self._path(action), int(pre["size"]), str(pre["sha256"]))
 
     def verify(self, action: Action) -> Verdict:
         """The planned bytes, and no unfinished message of the live queue names the file."""
@@ -168,21 +172,8 @@ class SpoolExecutor:
             return Verdict(False, "an unfinished message of the live queue names it now")
         return Verdict(True)
 
-    def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
-        if not ops.destructive("delete spool file", partial(self.verify, action)):
-            return {"bytes": 0}
-        _, removed = unlink_checked([self._planned(action)])
-        ops.completed("delete spool file")
-        return {"bytes": removed}
-
-    def verify_done(self, action: Action) -> str | None:
-        return "file still present" if live_copy(self._path(action)) else None
-
     def census(self) -> dict[str, Any]:
         return {}
-
-    def close(self) -> None:
-        return None
 
 
 def build_executors(
