@@ -9,6 +9,7 @@ nothing a purger could mistake for a plan. See docs/retention.md for the contrac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -255,12 +256,8 @@ def write_plan(
     for index, note in enumerate(notes):
         _check_no_address(note, f"notes[{index}]")
     _check_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so reviewers can read the plan.
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
     rule_ids = {rule.id for rule in policy.rules}
-    try:
+    with directory_written_whole(out, f"plan {out}") as tmp:
         count, totals, actions_sha256 = _write_actions(tmp / ACTIONS, actions, rule_ids)
         reasons, deferred_sha256 = _write_deferred(tmp / DEFERRED, deferred, rule_ids)
         header = {
@@ -279,15 +276,6 @@ def write_plan(
         }
         data = (json.dumps(header, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
         _write_durably(tmp / PLAN_JSON, data)
-        fsync_directory(tmp)
-        try:
-            os.rename(tmp, out)  # replaces an empty directory, refuses a non-empty one
-        except OSError as exc:
-            raise ConfigError(f"plan {out}: cannot be created ({exc.strerror})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    fsync_directory(out.parent)
     return Plan(out, header, hashlib.sha256(data).hexdigest())
 
 
@@ -382,6 +370,29 @@ def _write_durably(path: Path, data: bytes) -> None:
     with path.open("wb") as handle:
         handle.write(data)
         _sync(handle)
+
+
+@contextlib.contextmanager
+def directory_written_whole(out: Path, what: str) -> Iterator[Path]:
+    """A new temporary sibling of `out` to write a directory's files into; when the block
+    ends, it is synced and renamed to `out` (which replaces an empty directory and refuses a
+    non-empty one: a ConfigError naming `what`), so a reader never sees it half-written. A
+    failure in the block removes it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so reviewers can read the files.
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        fsync_directory(tmp)
+        try:
+            os.rename(tmp, out)
+        except OSError as exc:
+            raise ConfigError(f"{what}: cannot be created ({exc.strerror})") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_directory(out.parent)
 
 
 def fsync_directory(path: Path) -> None:

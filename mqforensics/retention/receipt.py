@@ -26,8 +26,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +41,10 @@ from mqforensics.retention.manifest import (
     JOURNAL,
     Plan,
     canonical_json,
-    fsync_directory,
+    directory_written_whole,
     read_plan,
     require_approval,
+    write_atomically,
 )
 from mqforensics.retention.policy import ERASE_SUBJECT, Policy
 from mqforensics.units import parse_instant, utc_text
@@ -608,24 +607,9 @@ def write_receipt(out: str | Path, document: dict[str, Any], page: str) -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out} already exists and is not empty: choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+    with directory_written_whole(out, str(out)) as tmp:
         for name, data in ((RECEIPT_JSON, serialise(document)), (RECEIPT_HTML, page.encode())):
-            with (tmp / name).open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        fsync_directory(tmp)
-        try:
-            os.rename(tmp, out)
-        except OSError as exc:
-            raise ConfigError(f"{out} cannot be created ({exc.strerror})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    fsync_directory(out.parent)
+            write_atomically(tmp / name, data)
     return out
 
 
