@@ -11,15 +11,19 @@ searches one of them. Every system's planner uses these, so an erasure means the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from mqforensics.content_search import ATTACHMENT, BODY
+from mqforensics.retention.manifest import Deferred
 from mqforensics.retention.policy import SEARCH_FULL, Rule
 
 # Places only a rule of depth full searches.
 FULL_ONLY = frozenset((BODY, ATTACHMENT))
 UNREADABLE_CONTENT = "unreadable_content"
+# What identifies a stored object among a plan's targets (a path, a queue and file name...).
+K = TypeVar("K", bound=Hashable)
 UNSEARCHED = "content could not be searched: {reasons}"
 
 
@@ -55,3 +59,27 @@ def unsearched_reason(detail: Mapping[str, Any]) -> str:
     places = detail.get("unreadable") or ()
     reasons = "; ".join(f"{p.get('where')}: {p.get('reason')}" for p in places)
     return UNSEARCHED.format(reasons=reasons)
+
+
+def unsearched_deferrals(
+    unsearched: Iterable[Deferred],
+    selected: Mapping[K, Iterable[str]],
+    deleted: Iterable[K],
+    key: Callable[[Mapping[str, Any]], K],
+) -> list[Deferred]:
+    """The deferrals of objects that could not be searched (one per `unreadable_content`
+    finding, under `rules_unsearched`), each kept under the rules that would have searched it
+    and did not select it (a rule that did plans or defers it already, with its own reason);
+    none for an object an action deletes (`deleted`). `selected` maps an object's `key` (of its
+    target) to the ids of the rules that selected it."""
+    gone = set(deleted)
+    out = []
+    for item in unsearched:
+        which = key(item.target)
+        if which in gone:
+            continue
+        taken = set(selected.get(which, ()))
+        rules = tuple(r for r in item.rules if r not in taken)
+        if rules:
+            out.append(dataclasses.replace(item, rules=rules))
+    return out

@@ -39,6 +39,7 @@ from mqforensics.retention.erasure import (
     UNSEARCHED,
     rules_found,
     rules_unsearched,
+    unsearched_deferrals,
     unsearched_reason,
 )
 from mqforensics.retention.manifest import Action, Deferred
@@ -331,16 +332,18 @@ class _Planner:
             )
         return actions
 
-    def unreadable_deferrals(self) -> list[Deferred]:
-        """The rows whose content could not be searched (`unreadable_content`) and that no
-        `personal_data` finding names: deferred under every erase rule covering their queue,
-        with what could not be searched."""
-        found = {(f["queue"], f["detail"]["enqueueid"]) for f in self.by_check["personal_data"]}
+    def unreadable_deferrals(self, deleting: list[Action]) -> list[Deferred]:
+        """The rows whose content could not be searched (`unreadable_content`), deferred with
+        what could not be searched under each erase rule covering their queue that would have
+        searched it and did not select the row (`erasure.unsearched_deferrals`); none for a row
+        the `deleting` actions (its partition's or its own) delete."""
+        gone = {_partition_of(a.target) for a in deleting if a.kind == DELETE_PARTITION}
+        rows = [_row_of(a.target) for a in deleting if a.kind == DELETE_ROW]
+        selected = {_row_of({**e.finding["detail"], "queue": e.finding["queue"]}): e.rules
+                    for e in self._erased_rows()}  # fmt: skip
         deferred = []
         for finding in self.by_check["unreadable_content"]:
             d = finding["detail"]
-            if (finding["queue"], d["enqueueid"]) in found:
-                continue
             covering = [r for r in self.erase_rules if r.applies_to(SYSTEM, finding["queue"])]
             rules = tuple(sorted(r.id for r in rules_unsearched(d, covering)))
             if not rules:
@@ -362,9 +365,9 @@ class _Planner:
                     findings=(finding["id"],),
                 )
             )
-        order = lambda x: (x.target["queue"], x.target["timerangestart"], x.target["bucketid"],  # noqa: E731
-                           x.target["enqueueid"])  # fmt: skip
-        return sorted(deferred, key=order)
+        kept = [item for item in deferred if _partition_of(item.target) not in gone]
+        found = unsearched_deferrals(kept, selected, rows, _row_of)
+        return sorted(found, key=lambda item: _row_of(item.target))
 
     # -- blobs -------------------------------------------------------------------------------
 
@@ -433,13 +436,23 @@ class _Planner:
         planned, kept = self.partitions()
         partitions = self.partition_actions(planned)
         rows, deferred = self.row_actions(planned)
-        deferred += self.unreadable_deferrals()
+        deferred += self.unreadable_deferrals([*partitions, *rows])
         advances = self.content_start_advances(planned, kept)
         blobs = self.blob_actions()
         actions = [*partitions, *rows, *advances, *blobs]
         broker, broker_notes = broker_deferrals(self.by_check, self.policy, self.as_of)
         notes = [*self.notes, *_rule_notes(self.policy, actions, deferred), *broker_notes]
         return PlanParts(actions=actions, deferred=[*deferred, *broker], notes=notes)
+
+
+def _partition_of(target: Mapping[str, Any]) -> tuple[str, str, int]:
+    """A view partition as action targets and findings name it: queue, slice, bucket."""
+    return (str(target["queue"]), str(target["timerangestart"]), int(target["bucketid"]))
+
+
+def _row_of(target: Mapping[str, Any]) -> tuple[str, str, int, str]:
+    """A view row as action targets and findings name it: its partition and enqueueid."""
+    return (*_partition_of(target), str(target["enqueueid"]))
 
 
 def _row_order(row: _Erased) -> tuple[Any, ...]:

@@ -25,7 +25,12 @@ from typing import Any
 from mqforensics.retention.erasure import (
     UNREADABLE_CONTENT as UNREADABLE,
 )
-from mqforensics.retention.erasure import rules_found, rules_unsearched, unsearched_reason
+from mqforensics.retention.erasure import (
+    rules_found,
+    rules_unsearched,
+    unsearched_deferrals,
+    unsearched_reason,
+)
 from mqforensics.retention.manifest import Action, Deferred
 from mqforensics.retention.policy import ERASE_SUBJECT, Policy, Rule
 from mqforensics.spec import PlanParts
@@ -161,8 +166,7 @@ def _spool_plan(
     findings name, deferred with the reason. Each cites its findings."""
     actions: list[Action] = []
     deferred: list[Deferred] = []
-    # Unsearchable files some rule already selects go with that rule's action or deferral.
-    found: set[tuple[str, str]] = set()
+    selected: dict[tuple[str, str], set[str]] = {}
     unsearched: list[Deferred] = []
     for row in sorted(rows, key=lambda r: (r["queue"], r["detail"]["spool"], r["check"])):
         queue, detail = row["queue"], row["detail"]
@@ -170,8 +174,7 @@ def _spool_plan(
         target = {"queue": queue, "spool": detail["spool"]}
         if row["check"] == PERSONAL_DATA:
             applies = rules_found(detail, applies)
-            if applies:
-                found.add((queue, detail["spool"]))
+            selected.setdefault((queue, detail["spool"]), set()).update(r.id for r in applies)
         else:
             applies = rules_unsearched(detail, applies)
         if not applies:
@@ -199,5 +202,10 @@ def _spool_plan(
             Action(DELETE_SPOOL, target, precondition, chosen, detail["size"], 0, NO_MESSAGE_SPOOL,
                    findings=cited)
         )  # fmt: skip
-    deferred.extend(d for d in unsearched if (d.target["queue"], d.target["spool"]) not in found)
+    deleted = [(a.target["queue"], a.target["spool"]) for a in actions]
+    deferred += unsearched_deferrals(unsearched, selected, deleted, _spool_key)
     return actions, deferred
+
+
+def _spool_key(target: Mapping[str, Any]) -> tuple[str, str]:
+    return (target["queue"], target["spool"])

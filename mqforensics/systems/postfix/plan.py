@@ -37,6 +37,7 @@ from mqforensics.retention.erasure import (
     UNREADABLE_CONTENT,
     rules_found,
     rules_unsearched,
+    unsearched_deferrals,
     unsearched_reason,
 )
 from mqforensics.retention.manifest import Action, Deferred
@@ -202,20 +203,16 @@ class PostfixPlanner:
                 )
             )
         # Never deleted blindly, never passed over in silence: a file whose content could not
-        # be searched and that no rule selected.
-        for item, reasons in sorted(unsearched, key=lambda pair: pair[0].order()):
-            if item.finding["subject"] in selected:
-                continue
-            rules = tuple(r.id for r in self.rules if r.id in item.by_rule)
-            out.deferred.append(
-                Deferred(
-                    POSTSUPER_DELETE,
-                    self._target(item),
-                    rules,
-                    reasons,
-                    (item.finding["id"],),
-                )
-            )
+        # be searched (`erasure.unsearched_deferrals`).
+        items = [
+            Deferred(POSTSUPER_DELETE, self._target(item),
+                     tuple(r.id for r in self.rules if r.id in item.by_rule), reasons,
+                     (item.finding["id"],))
+            for item, reasons in sorted(unsearched, key=lambda pair: pair[0].order())
+        ]  # fmt: skip
+        chosen = {path: set(item.by_rule) for path, item in selected.items()}
+        deleted = [a.target.get("path") for a in out.actions]
+        out.deferred += unsearched_deferrals(items, chosen, deleted, _path_of)
         return out
 
     @staticmethod
@@ -239,6 +236,10 @@ class PostfixPlanner:
         return {"host": d.get("host"), "queue_dir": d.get("queue_dir"),
                 "queue": item.finding["queue"], "queue_id": d.get("queue_id"),
                 "path": item.finding["subject"]}  # fmt: skip
+
+
+def _path_of(target: Mapping[str, Any]) -> Any:
+    return target.get("path")
 
 
 def plan(findings: list[dict[str, Any]], policy: Policy, manifest: Mapping[str, Any]) -> PlanParts:

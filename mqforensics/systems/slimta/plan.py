@@ -105,7 +105,10 @@ def _rule_kind(finding: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _key(finding: Mapping[str, Any]) -> tuple[str, str, str, str]:
+_Key = tuple[str, str, str, str]
+
+
+def _key(finding: Mapping[str, Any]) -> _Key:
     """What names one item across the findings about it: its store, kind and first part (and,
     for a Redis queue entry, the entry itself: every entry of a list has the list as subject)."""
     entry = finding["detail"].get("entry_hex") if finding["scope"] == QUEUE_ENTRY else None
@@ -185,6 +188,7 @@ class SlimtaPlanner:
                 item.by_rule.setdefault(rule.id, set()).add(finding["id"])
         later: list[tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]] = []
         removed: list[tuple[_Item, tuple[str, ...], tuple[str, ...]]] = []
+        acted: set[_Key] = set()  # the items an action removes
         for item in sorted(items.values(), key=_Item.order):
             rules, cited = self._rules_and_findings(item)
             if item.scope == QUEUE_ENTRY:
@@ -206,9 +210,11 @@ class SlimtaPlanner:
                 self._action(kind, target, self._precondition(item), rules, cited,
                              int(item.finding["bytes"] or 0), item.scope)
             )  # fmt: skip
+            acted.add(_key(item.finding))
             if item.scope == MESSAGE:
                 removed.append((item, rules, cited))
-        self._unsearched([f for k, f in unreadable.items() if k not in items], unsafe)
+        selected = {k: set(item.by_rule) for k, item in items.items()}
+        self._unsearched(list(unreadable.values()), unsafe, selected, acted)
         # Queue entries naming a removed message go with it, after it, citing its findings.
         for item, rules, cited in removed:
             for entry in item.detail.get("queued_by") or ():
@@ -241,15 +247,25 @@ class SlimtaPlanner:
         return self.out
 
     def _unsearched(
-        self, findings: list[dict[str, Any]], unsafe: Mapping[tuple[str, str, str, str], list[str]]
+        self,
+        findings: list[dict[str, Any]],
+        unsafe: Mapping[_Key, list[str]],
+        selected: Mapping[_Key, set[str]],
+        acted: set[_Key],
     ) -> None:
-        """The items of `unreadable_content` findings no rule planned: deferred under every
-        erase_subject rule applying to their store, citing the finding (and the unsafe_pickle
-        finding of a hostile envelope, which stays evidence)."""
+        """The items of `unreadable_content` findings no action removes (`acted`): deferred
+        under every erase_subject rule applying to their store that would have searched the
+        unread place and did not select the item (`selected`; as
+        `erasure.unsearched_deferrals`), citing the finding (and the unsafe_pickle finding of a
+        hostile envelope, which stays evidence)."""
         for item in sorted((_Item(f) for f in findings), key=_Item.order):
+            key = _key(item.finding)
+            if key in acted:
+                continue
             covering = [
                 r for r in self.rules
                 if r.kind == "erase_subject" and r.applies_to(SYSTEM, item.store)
+                and r.id not in selected.get(key, ())
             ]  # fmt: skip
             rules = tuple(r.id for r in rules_unsearched(item.detail, covering))
             if not rules:
