@@ -426,7 +426,7 @@ def test_search_depth_is_headers_by_default_full_when_asked_and_nothing_else(tmp
     full = _policy(tmp_path, ERASE + address + 'search = "full"\n')
     assert full.rules[0].search == "full"
     assert full.describe()["rules"][0]["search"] == "full"
-    with pytest.raises(ConfigError, match="rule 'x': search must be 'headers'.*not 'body'"):
+    with pytest.raises(ConfigError, match=r"rule 'x': search must be 'headers'.*not 'body'"):
         _policy(tmp_path, ERASE + address + 'search = "body"\n')
     consumed = 'id = "x"\nkind = "consumed_mail"\nolder_than = "1d"\nlegal_basis = "b"\n'
     with pytest.raises(ConfigError, match=r"rule 'x' \(consumed_mail\): unknown key 'search'"):

@@ -149,9 +149,7 @@ def test_plan_deletes_the_leftover_defers_waiting_mail_and_the_unreadable(search
     assert cli.main(argv) == 0
     plan = read_plan(plan_dir)
     spool_actions = [a for a in plan.actions() if a.kind == DELETE_SPOOL]
-    assert [(a.target["spool"], a.bytes) for a in spool_actions] == [
-        (LEFTOVER, len(IN_HEADERS))
-    ]
+    assert [(a.target["spool"], a.bytes) for a in spool_actions] == [(LEFTOVER, len(IN_HEADERS))]
     deferred = [json.loads(line) for line in (plan_dir / "deferred.jsonl").open()]
     reasons = {d["target"]["spool"]: d["reason"] for d in deferred if d["kind"] == DELETE_SPOOL}
     assert reasons == {
