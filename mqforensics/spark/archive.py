@@ -63,7 +63,9 @@ def spark_home() -> Path:
 
 def archive_key() -> str | None:
     """A digest of the JVM (its home and the build of its ``libjvm.so``) and of Spark's jars
-    (names and sizes); None when no JVM is found."""
+    (names, sizes and modification times: the JVM refuses an archive whose jars were written
+    again since, as a reinstalled virtualenv's are, and would silently run without it); None
+    when no JVM is found."""
     home = java_home()
     if home is None:
         return None
@@ -74,7 +76,8 @@ def archive_key() -> str | None:
     digest.update(f"{home}\0{size}\0{mtime}".encode())
     jars = spark_home() / "jars"
     for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else []:
-        digest.update(f"\0{jar.name}\0{jar.stat().st_size}".encode())
+        info = jar.stat()
+        digest.update(f"\0{jar.name}\0{info.st_size}\0{int(info.st_mtime)}".encode())
     return digest.hexdigest()[:16]
 
 

@@ -5,6 +5,7 @@ the archive (``prepare-spark``) before the tests, which then run with it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -60,6 +61,13 @@ def test_an_archive_is_used_only_under_its_own_key_and_size(cache):
     archive.write_bytes(b"1234")
     assert find_archive() is None and driver_options() == []
     archive.write_bytes(b"12345")
+    # The same jars written again (a reinstalled virtualenv): the JVM would refuse the archive.
+    jar = next((spark_archive.spark_home() / "jars").glob("*.jar"))
+    os.utime(jar, (jar.stat().st_atime, jar.stat().st_mtime + 5))
+    assert spark_archive.archive_key() != key
+    assert find_archive() is None
+    os.utime(jar, (jar.stat().st_atime, jar.stat().st_mtime - 5))
+    assert find_archive() == archive
     # Another Spark (a jar more) has another key: this archive is not its.
     (spark_archive.spark_home() / "jars" / "extra.jar").write_bytes(b"PK")
     assert spark_archive.archive_key() != key
