@@ -60,8 +60,27 @@ class _QueueFiles:
     def _planned(self, action: Action) -> PlannedFile:
         raise NotImplementedError
 
-    def verify(self, action: Action) -> Verdict:
+    def _in_use(self, action: Action, path: Path) -> tuple[str | None, dict[str, Any]]:
+        """Why the live queue needs the file now (None if it does not), and what the verdict
+        records of what was read."""
         raise NotImplementedError
+
+    def verify(self, action: Action) -> Verdict:
+        """The live queue does not need the file, and it has the planned size and SHA-256."""
+        path = self._path(action)
+        current = live_copy(path)
+        if current is None:
+            return Verdict(True, already_done=True)
+        needed, detail = self._in_use(action, path)
+        if needed:
+            return Verdict(False, needed)
+        try:
+            why = mismatch(current, self._planned(action))
+        except FileNotFoundError:
+            return Verdict(True, already_done=True)
+        if why:
+            return Verdict(False, f"changed since the plan ({why})")
+        return Verdict(True, detail=detail)
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
         """The file deleted right after `verify` passes again (held, checked, unlinked)."""
@@ -93,23 +112,13 @@ class SegmentExecutor(_QueueFiles):
             )
         return PlannedFile(self._path(action), int(pre["size"]), pre["sha256"])
 
-    def verify(self, action: Action) -> Verdict:
-        """Still below the live saved suffix, with the planned size and SHA-256."""
-        path = self._path(action)
-        current = live_copy(path)
-        if current is None:
-            return Verdict(True, already_done=True)
+    def _in_use(self, action: Action, path: Path) -> tuple[str | None, dict[str, Any]]:
+        """Needed unless still below the live saved suffix."""
         saved = layout.saved_positions(path.parent)
         if saved is None or action.target["segment"] >= saved.suffix[0]:
             live = "none" if saved is None else saved.suffix[0]
-            return Verdict(False, f"the saved working suffix (segment {live}) now covers it")
-        try:
-            why = mismatch(current, self._planned(action))
-        except FileNotFoundError:
-            return Verdict(True, already_done=True)
-        if why:
-            return Verdict(False, f"changed since the plan ({why})")
-        return Verdict(True, detail={"saved_suffix_segment": saved.suffix[0]})
+            return f"the saved working suffix (segment {live}) now covers it", {}
+        return None, {"saved_suffix_segment": saved.suffix[0]}
 
     def census(self) -> dict[str, Any]:
         """Per queue: segments missing between the live saved suffix and the newest segment."""
@@ -156,21 +165,11 @@ class SpoolExecutor(_QueueFiles):
         pre = action.precondition
         return PlannedFile(self._path(action), int(pre["size"]), str(pre["sha256"]))
 
-    def verify(self, action: Action) -> Verdict:
-        """The planned bytes, and no unfinished message of the live queue names the file."""
-        path = self._path(action)
-        current = live_copy(path)
-        if current is None:
-            return Verdict(True, already_done=True)
-        try:
-            why = mismatch(current, self._planned(action))
-        except FileNotFoundError:
-            return Verdict(True, already_done=True)
-        if why:
-            return Verdict(False, f"changed since the plan ({why})")
+    def _in_use(self, action: Action, path: Path) -> tuple[str | None, dict[str, Any]]:
+        """Needed while an unfinished message of the live queue names the file."""
         if action.target["spool"] in unfinished_spool_names(path.parent.parent):
-            return Verdict(False, "an unfinished message of the live queue names it now")
-        return Verdict(True)
+            return "an unfinished message of the live queue names it now", {}
+        return None, {}
 
     def census(self) -> dict[str, Any]:
         return {}
