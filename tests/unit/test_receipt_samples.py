@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics.cli import main
-from mqforensics.retention.policy import subject_hash
 from mqforensics.systems.slimta.sample import materialize
 from mqforensics.units import utc_text
+from tests import receipt_support as receipts
 
 REPO = Path(__file__).resolve().parents[2]
-KEY = "42" * 32
 
 
 def _policy(tmp_path: Path, requests: dict[str, str]) -> Path:
@@ -30,53 +28,17 @@ def _policy(tmp_path: Path, requests: dict[str, str]) -> Path:
 
 
 def _erase(tmp_path: Path, system: str, source: list[str], policy: Path, audit_status: int,
-           capsys: pytest.CaptureFixture[str]) -> tuple[dict, Path, str]:  # fmt: skip
-    """audit -> plan -> approve -> purge --apply -> audit again -> receipt make -> verify;
-    the receipt, its directory and what `receipt make` printed."""
-    audit, again = tmp_path / "audit", tmp_path / "after"
+           capsys: pytest.CaptureFixture[str]) -> receipts.Erasure:  # fmt: skip
+    """The erasure with its receipt (`receipt_support.erase`); each request found exactly the
+    audit's personal_data findings of its subjects."""
     argv = ["audit", system, *source, "--erasure-policy", str(policy)]
-    assert main([*argv, "--out", str(audit)]) == audit_status
-    plan = tmp_path / "plan"
-    assert main(["plan", "--findings", str(audit), "--policy", str(policy),
-                 "--out", str(plan)]) == 0  # fmt: skip
-    assert main(["approve", str(plan), "--by", "dpo@corp.example"]) == 0
-    assert main(["purge", str(plan), "--apply"]) == 0
-    main([*argv, "--out", str(again)])
-    out = tmp_path / "receipt"
-    capsys.readouterr()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MQF_RECEIPT_KEY", KEY)
-        assert main(["receipt", "make", str(plan), "--after", str(again), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert main(["receipt", "verify", str(out / "RECEIPT.json")]) == 0
-    assert ": verified:" in capsys.readouterr().out
-    document = json.loads((out / "RECEIPT.json").read_text())
-    findings = json.loads((audit / "findings.json").read_text())
-    for request in document["requests"]:
+    erasure = receipts.erase(argv, policy, tmp_path, capsys, statuses=(audit_status,))
+    findings = json.loads((erasure.audit / "findings.json").read_text())
+    for request in erasure.document["requests"]:
         found = {f["id"] for f in findings if f["check"] == "personal_data"
                  and set(f["detail"]["subjects"]) & set(request["subjects"])}  # fmt: skip
         assert {f["finding"] for f in request["found"]} == found and found
-    return document, out, printed
-
-
-def _one_byte_changed_fails(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = out / "RECEIPT.json"
-    data = path.read_bytes()
-    at = data.index(b'"outcome": "deleted"') + len(b'"outcome": "d')
-    path.write_bytes(data[:at] + b"E" + data[at + 1 :])
-    capsys.readouterr()
-    assert main(["receipt", "verify", str(path)]) == 1
-    assert "does not verify: signature does not verify" in capsys.readouterr().out
-    path.write_bytes(data)
-    assert main(["receipt", "verify", str(path)]) == 0
-
-
-def _no_address(out: Path, printed: str, addresses: list[str]) -> None:
-    for text in (printed, (out / "RECEIPT.json").read_text(), (out / "RECEIPT.html").read_text()):
-        for address in [*addresses, "dpo@corp.example"]:
-            assert address not in text.lower()
-            assert subject_hash(address) not in text
-        assert "None" not in text
+    return erasure
 
 
 def test_logqueue_sample_erasure_receipt(
@@ -88,8 +50,9 @@ def test_logqueue_sample_erasure_receipt(
     # garbage below the saved suffix (the queue's ground_truth.json, segments by grep).
     policy = _policy(tmp_path, {"erasure-2027-001": "User0-1@d1.example"})
     source = [str(copy / "outbound"), str(copy / "inbound"), "--as-of", "2027-01-21T08:00:00Z"]
-    document, out, printed = _erase(tmp_path, "logqueue", source, policy, 0, capsys)
-    (request,) = document["requests"]
+    erasure = _erase(tmp_path, "logqueue", source, policy, 0, capsys)
+    (request,) = erasure.document["requests"]
+    printed = erasure.printed
     assert [(f["object"], [w["where"] for w in f["where"]]) for f in request["found"]] == [
         ("seg-00000001.lq", ["envelope"])
     ]
@@ -109,8 +72,8 @@ def test_logqueue_sample_erasure_receipt(
     inbound = stores[str(copy / "inbound")]
     assert inbound["fingerprint_before"] == inbound["fingerprint_after"] != ""
     assert "request erasure-2027-001" in printed and "subject found in none" in printed
-    _no_address(out, printed, ["user0-1@d1.example"])
-    _one_byte_changed_fails(out, capsys)
+    receipts.no_address(erasure.out, printed, ["user0-1@d1.example"])
+    receipts.one_byte_changed_fails(erasure.out, capsys, b'"outcome": "d')
 
 
 def test_slimta_sample_erasure_receipt(
@@ -123,8 +86,9 @@ def test_slimta_sample_erasure_receipt(
     # rose@example.com sent the two tmp-dir envelopes (datasets/slimta/slimta_writer.py); pat
     # the hostile .meta's message, which is never loaded and so deferred: still there after.
     policy = _policy(tmp_path, {"erase-rose": "rose@example.com", "erase-pat": "pat@example.com"})
-    document, out, printed = _erase(tmp_path, "slimta", source, policy, 1, capsys)
-    by_rule = {r["rule"]: r for r in document["requests"]}
+    erasure = _erase(tmp_path, "slimta", source, policy, 1, capsys)
+    by_rule = {r["rule"]: r for r in erasure.document["requests"]}
+    printed = erasure.printed
     rose, pat = by_rule["erase-rose"], by_rule["erase-pat"]
     tmp_files = sorted(str(Path(layout.tmp_dir) / roles[r]) for r in ("stale_tmp", "fresh_tmp"))
     assert sorted(f["object"] for f in rose["found"]) == tmp_files
@@ -146,5 +110,5 @@ def test_slimta_sample_erasure_receipt(
     assert pat["after"]["remaining"][0]["subjects"] == pat["subjects"]
     assert pat["after"]["result"] == "subject still found in 1 object(s) of the stores (listed)"
     assert "request erase-pat" in printed and "still found in 1 object" in printed
-    _no_address(out, printed, ["rose@example.com", "pat@example.com"])
-    _one_byte_changed_fails(out, capsys)
+    receipts.no_address(erasure.out, printed, ["rose@example.com", "pat@example.com"])
+    receipts.one_byte_changed_fails(erasure.out, capsys, b'"outcome": "d')

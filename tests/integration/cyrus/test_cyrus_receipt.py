@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics.cli import main
 from mqforensics.retention.policy import subject_hash
 from mqforensics.subjects import keyed, read_key
 from mqforensics.systems.cyrus import records, twoskip
 from mqforensics.systems.cyrus.database import Database
 from mqforensics.systems.cyrus.dbtool import DbTool
 from mqforensics.systems.cyrus.imap_acl import quote
-from tests.integration import receipt_support as receipts
+from tests import receipt_support as receipts
 from tests.integration.cyrus import cyrus_support as support
 from tests.integration.cyrus.cyrus_support import DOMAIN
 
@@ -125,23 +124,17 @@ def test_cyrus_sample_erasure_receipt(spark, cyrus, tmp_path: Path, monkeypatch,
     snapshot = tmp_path / "mailboxes.db"
     argv = ["audit", "cyrus", str(snapshot), "--default-domain", DOMAIN,
             "--erasure-policy", str(policy)]  # fmt: skip
-    audit, after, plan = tmp_path / "audit", tmp_path / "after", tmp_path / "plan"
-    support.snapshot(cyrus, snapshot)
-    assert main([*argv, "--out", str(audit)]) in (0, 1)
-    assert main(["plan", "--findings", str(audit), "--policy", str(policy),
-                 "--out", str(plan)]) == 0  # fmt: skip
-    receipts.approve(plan)
     monkeypatch.setenv("MQF_IMAP_USERNAME", cyrus["username"])
     monkeypatch.setenv("MQF_IMAP_PASSWORD", cyrus["password"])
     imap = f"{cyrus['host']}:{cyrus['port']}"
-    assert main(["purge", str(plan), "--imap", imap, "--apply"]) == 0
+    # Each audit reads a fresh snapshot of the server's mailboxes.db (the same store, after).
+    erasure = receipts.erase(argv, policy, tmp_path, capsys, purge=["--imap", imap],
+                             refresh=lambda: support.snapshot(cyrus, snapshot))  # fmt: skip
     assert support.rights(cyrus, f"user/eve{tag}@example.com", subject_address) is None
-    support.snapshot(cyrus, snapshot)  # the same store, after
-    assert main([*argv, "--out", str(after)]) in (0, 1)
-    document, printed = receipts.make_and_verify(plan, after, tmp_path / "receipt", capsys)
+    printed = erasure.printed
 
-    request = receipts.request(document, rule)
-    subject = keyed(subject_hash(subject_address), read_key(audit))
+    request = receipts.request(erasure.document, rule)
+    subject = keyed(subject_hash(subject_address), read_key(erasure.audit))
     assert request["subjects"] == [subject] and request["search"] == "headers"
     assert [(s["kind"], s["location"]) for s in request["stores"]] == [("file", str(snapshot))]
     assert [(f["subjects"], [w["where"] for w in f["where"]]) for f in request["found"]] == [
@@ -159,7 +152,7 @@ def test_cyrus_sample_erasure_receipt(spark, cyrus, tmp_path: Path, monkeypatch,
     store = request["stores"][0]
     assert "" != store["fingerprint_before"] != store["fingerprint_after"] != ""
     assert f"request {rule}" in printed and "subject found in none" in printed
-    receipts.no_address(tmp_path / "receipt", printed, [subject_address])
-    for text in (printed, (tmp_path / "receipt" / "RECEIPT.json").read_text()):
+    receipts.no_address(erasure.out, printed, [subject_address])
+    for text in (printed, (erasure.out / "RECEIPT.json").read_text()):
         assert f"eve{tag}" not in text and f"frank{tag}" not in text
-    receipts.one_byte_changed_fails(tmp_path / "receipt", capsys, b'"outcome": "d')
+    receipts.one_byte_changed_fails(erasure.out, capsys, b'"outcome": "d')

@@ -24,11 +24,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from datasets.james.load import load_into_cassandra
-from mqforensics.cli import main
 from mqforensics.retention.policy import subject_hash
 from mqforensics.services.seaweedfs import s3_endpoint
 from mqforensics.subjects import keyed, read_key
-from tests.integration import receipt_support as receipts
+from tests import receipt_support as receipts
 from tests.integration.james import james_purge_support as support
 from tests.integration.james.test_james_blobs_s3 import drop_bucket
 
@@ -127,16 +126,10 @@ def test_james_sample_erasure_receipt(
     argv = ["audit", "james", "--cassandra", f"{cassandra['host']}:{cassandra['port']}",
             "--keyspace", keyspace, "--scan", "--blobs", f"s3://{support.bucket_for(keyspace)}",
             "--as-of", truth["as_of"], "--erasure-policy", str(policy)]  # fmt: skip
-    audit, after, plan = tmp_path / "audit", tmp_path / "after", tmp_path / "plan"
-    assert main([*argv, "--out", str(audit)]) == 1  # the sample's anomalies are errors
-    assert main(["plan", "--findings", str(audit), "--policy", str(policy),
-                 "--out", str(plan)]) == 0  # fmt: skip
-    receipts.approve(plan)
-    assert main(["purge", str(plan), "--apply"]) == 0
-    assert main([*argv, "--out", str(after)]) == 1
-    document, printed = receipts.make_and_verify(plan, after, tmp_path / "receipt", capsys)
-    request = receipts.request(document, RULE)
-    subject = keyed(subject_hash(SUBJECT), read_key(audit))
+    # Both audits exit 1: the sample's anomalies are errors.
+    erasure = receipts.erase(argv, policy, tmp_path, capsys, statuses=(1,))
+    request = receipts.request(erasure.document, RULE)
+    subject = keyed(subject_hash(SUBJECT), read_key(erasure.audit))
     assert request["subjects"] == [subject] and request["search"] == "full"
 
     consumed = {(d["queuename"], d["enqueueid"]) for d in state.deleted}
@@ -204,5 +197,5 @@ def test_james_sample_erasure_receipt(
         f"subject still found in {len(live | late)} object(s) of the stores (listed)"
     )
     assert request["counts"]["remaining"] == len(live | late)
-    receipts.no_address(tmp_path / "receipt", printed, [SUBJECT])
-    receipts.one_byte_changed_fails(tmp_path / "receipt", capsys, b'"reason": "l')
+    receipts.no_address(erasure.out, erasure.printed, [SUBJECT])
+    receipts.one_byte_changed_fails(erasure.out, capsys, b'"reason": "l')

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from mqforensics.cli import main
 from mqforensics.retention.policy import subject_hash
 from mqforensics.services import postfix as server
 from mqforensics.subjects import keyed, read_key
 from mqforensics.systems.postfix.sample import BUNDLED, materialize
-from tests.integration import receipt_support as receipts
+from tests import receipt_support as receipts
 
 pytestmark = pytest.mark.integration
 
@@ -123,14 +122,9 @@ def test_postfix_sample_erasure_receipt(
     as_of = (BUNDLED / "as_of.txt").read_text().strip()
     argv = ["audit", "postfix", "--queue-dir", str(queue), "--config-dir", str(conf),
             "--as-of", as_of, "--erasure-policy", str(policy)]  # fmt: skip
-    audit, after, plan = tmp_path / "audit", tmp_path / "after", tmp_path / "plan"
-    assert main([*argv, "--out", str(audit)]) == 1  # the sample's damaged files are errors
-    assert main(["plan", "--findings", str(audit), "--policy", str(policy),
-                 "--out", str(plan)]) == 0  # fmt: skip
-    receipts.approve(plan)
-    assert main(["purge", str(plan), "--apply"]) == 0
-    assert main([*argv, "--out", str(after)]) == 1
-    document, printed = receipts.make_and_verify(plan, after, tmp_path / "receipt", capsys)
+    # Both audits exit 1: the sample's damaged files are errors.
+    erasure = receipts.erase(argv, policy, tmp_path, capsys, statuses=(1,))
+    document, printed = erasure.document, erasure.printed
 
     truth = _truth()
     planted = {a["anomaly"]: a for a in json.loads((BUNDLED / "planted.json").read_text())}
@@ -138,7 +132,7 @@ def test_postfix_sample_erasure_receipt(
     ready = {str(queue / p) for p, t in truth.items() if t["ready"]}
     named = {str(queue / p) for p, t in truth.items() if t["found"]}
     deleted_by_any = {p for p in named if p in ready}
-    key = read_key(audit)
+    key = read_key(erasure.audit)
     for rule, address in RULES.items():
         request = receipts.request(document, rule)
         holding = {str(queue / p): t["found"][address] for p, t in truth.items()
@@ -199,5 +193,5 @@ def test_postfix_sample_erasure_receipt(
     assert frank["after"]["result"] == "subject still found in 1 object(s) of the stores (listed)"
     assert [len(r["found"]) for r in (victor, frank)] == [1, 2]
     assert "request erasure-2026-044" in printed and "request erasure-2026-045" in printed
-    receipts.no_address(tmp_path / "receipt", printed, [VICTOR, FRANK])
-    receipts.one_byte_changed_fails(tmp_path / "receipt", capsys, b'"outcome": "d')
+    receipts.no_address(erasure.out, printed, [VICTOR, FRANK])
+    receipts.one_byte_changed_fails(erasure.out, capsys, b'"outcome": "d')

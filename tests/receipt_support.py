@@ -1,11 +1,14 @@
-"""The receipt steps the James, Cyrus and Postfix sample receipt tests share: `receipt make`
-and `receipt verify` through the command line, a changed byte that must not verify, and no
-address in anything the receipt steps wrote or printed."""
+"""The erasure steps every sample receipt test shares (logqueue, slimta, James, Cyrus, Postfix):
+audit -> plan -> approve -> purge --apply -> audit again, `receipt make` and `receipt verify`
+through the command line, a changed byte that must not verify, and no address in anything the
+receipt steps wrote or printed."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,46 @@ def make_and_verify(
     assert main(["receipt", "verify", str(out / "RECEIPT.json")]) == 0
     assert ": verified:" in capsys.readouterr().out
     return json.loads((out / "RECEIPT.json").read_text()), printed
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What `erase` made: the audit, the plan, the audit after the purge, the receipt's
+    directory, the receipt, and what `receipt make` printed."""
+
+    audit: Path
+    plan: Path
+    after: Path
+    out: Path
+    document: dict[str, Any]
+    printed: str
+
+
+def erase(
+    argv: Sequence[str],
+    policy: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    *,
+    statuses: Sequence[int] = (0, 1),
+    purge: Sequence[str] = (),
+    refresh: Callable[[], None] = lambda: None,
+) -> Erasure:
+    """`argv` (an audit without --out) run with `policy`'s erasure rules, planned, approved,
+    purged (`purge`: the purge's further arguments), audited again into `after`, and its
+    receipt made and verified. Each audit exits with one of `statuses`; `refresh` runs before
+    each (a snapshot taken again, say)."""
+    audit, after, plan = tmp_path / "audit", tmp_path / "after", tmp_path / "plan"
+    refresh()
+    assert main([*argv, "--out", str(audit)]) in statuses
+    assert main(["plan", "--findings", str(audit), "--policy", str(policy),
+                 "--out", str(plan)]) == 0  # fmt: skip
+    approve(plan)
+    assert main(["purge", str(plan), *purge, "--apply"]) == 0
+    refresh()
+    assert main([*argv, "--out", str(after)]) in statuses
+    document, printed = make_and_verify(plan, after, tmp_path / "receipt", capsys)
+    return Erasure(audit, plan, after, tmp_path / "receipt", document, printed)
 
 
 def _verify_fails(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -76,6 +119,7 @@ def no_address(out: Path, printed: str, addresses: list[str]) -> None:
             assert address.lower() not in text.lower()
             assert subject_hash(address) not in text
         assert re.search(r"u-[0-9a-f]{8}@corp\.example", text) or text is printed
+        assert "None" not in text
 
 
 def request(document: dict[str, Any], rule: str) -> dict[str, Any]:
