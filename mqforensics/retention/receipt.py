@@ -81,44 +81,46 @@ def _crypto() -> Any:
 def private_key_from(data: bytes, where: str) -> Any:
     """An Ed25519 private key from PEM (PKCS#8), 32 raw bytes or 64 hex digits; an error
     naming `where` (never the key) otherwise."""
-    from cryptography.hazmat.primitives import serialization
-
-    ed25519 = _crypto()
-    text = data.strip()
-    if text.startswith(b"-----BEGIN"):
-        try:
-            key = serialization.load_pem_private_key(text, password=None)
-        except (ValueError, TypeError):
-            raise ConfigError(f"{where}: not an unencrypted PEM private key") from None
-        if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise ConfigError(f"{where}: a PEM private key, but not an Ed25519 one")
-        return key
-    raw = _raw32(data, text)
-    if raw is None:
-        raise ConfigError(f"{where}: not an Ed25519 private key (PEM, 32 bytes or 64 hex digits)")
-    return ed25519.Ed25519PrivateKey.from_private_bytes(raw)
+    return _key_from(data, where, private=True)
 
 
 def public_key_from(data: bytes, where: str) -> Any:
     """An Ed25519 public key from PEM, 32 raw bytes or 64 hex digits (a private key's PEM gives
     its public key)."""
+    if b"PRIVATE KEY-----" in data:
+        return private_key_from(data, where).public_key()
+    return _key_from(data, where, private=False)
+
+
+def _key_from(data: bytes, where: str, *, private: bool) -> Any:
+    """One Ed25519 key of either kind. A private key comes from configuration (a bad one is a
+    ConfigError); a public key from the input being verified (an InputError)."""
     from cryptography.hazmat.primitives import serialization
 
     ed25519 = _crypto()
+    if private:
+        kind, error, wanted = "private", ConfigError, ed25519.Ed25519PrivateKey
+        unreadable = "not an unencrypted PEM private key"
+    else:
+        kind, error, wanted = "public", InputError, ed25519.Ed25519PublicKey
+        unreadable = "not a PEM public key"
     text = data.strip()
-    if b"PRIVATE KEY-----" in text:
-        return private_key_from(data, where).public_key()
     if text.startswith(b"-----BEGIN"):
         try:
-            key = serialization.load_pem_public_key(text)
+            if private:
+                key = serialization.load_pem_private_key(text, password=None)
+            else:
+                key = serialization.load_pem_public_key(text)
         except (ValueError, TypeError):
-            raise InputError(f"{where}: not a PEM public key") from None
-        if not isinstance(key, ed25519.Ed25519PublicKey):
-            raise InputError(f"{where}: a PEM public key, but not an Ed25519 one")
+            raise error(f"{where}: {unreadable}") from None
+        if not isinstance(key, wanted):
+            raise error(f"{where}: a PEM {kind} key, but not an Ed25519 one")
         return key
     raw = _raw32(data, text)
     if raw is None:
-        raise InputError(f"{where}: not an Ed25519 public key (PEM, 32 bytes or 64 hex digits)")
+        raise error(f"{where}: not an Ed25519 {kind} key (PEM, 32 bytes or 64 hex digits)")
+    if private:
+        return ed25519.Ed25519PrivateKey.from_private_bytes(raw)
     return ed25519.Ed25519PublicKey.from_public_bytes(raw)
 
 
