@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from mqforensics import api_receipt, subjects, systems
-from mqforensics.errors import ConfigError
+from mqforensics.errors import ConfigError, InputError
 from mqforensics.findings import finding_id
 from mqforensics.retention import receipt as receipts
 from mqforensics.retention.manifest import (
@@ -394,6 +395,45 @@ def test_keys_from_the_environment_or_a_file_and_a_pinned_key(
     path = _write(tmp_path, forged, "forged")
     assert receipts.verify(path).ok
     assert not receipts.verify(path, tmp_path / "mine.pub").ok
+
+
+def test_a_key_that_is_not_an_ed25519_one_is_named_never_shown() -> None:
+    """Private keys come from configuration (ConfigError), public keys from what is verified
+    (InputError); each error names where the key came from and what it is not."""
+    rfc8410_pem = (  # the public key of RFC 8410 section 10.1
+        b"-----BEGIN PUBLIC KEY-----\n"
+        b"MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n"
+        b"-----END PUBLIC KEY-----\n"
+    )
+    key = Ed25519PrivateKey.generate()
+    x25519 = X25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption())  # fmt: skip
+    cases: list[tuple[Any, bytes, type[Exception], str]] = [
+        (receipts.private_key_from, b"-----BEGIN PRIVATE KEY-----\nnot base64\n", ConfigError,
+         "k: not an unencrypted PEM private key"),
+        (receipts.private_key_from, x25519, ConfigError,
+         "k: a PEM private key, but not an Ed25519 one"),
+        (receipts.private_key_from, b"ab" * 20, ConfigError,
+         "k: not an Ed25519 private key (PEM, 32 bytes or 64 hex digits)"),
+        (receipts.public_key_from, b"-----BEGIN PUBLIC KEY-----\nxx\n", InputError,
+         "k: not a PEM public key"),
+        (receipts.public_key_from, X25519PrivateKey.generate().public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+         InputError, "k: a PEM public key, but not an Ed25519 one"),
+        (receipts.public_key_from, b"cd" * 31, InputError,
+         "k: not an Ed25519 public key (PEM, 32 bytes or 64 hex digits)"),
+    ]  # fmt: skip
+    for read, data, error, message in cases:
+        with pytest.raises(error) as raised:
+            read(data, "k")
+        assert raised.value.message == message
+    assert receipts.public_key_from(rfc8410_pem, "k") is not None
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())  # fmt: skip
+    assert receipts.key_fingerprint(receipts.public_key_from(pem, "k")) == (
+        receipts.key_fingerprint(key.public_key())
+    )
 
 
 def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
