@@ -34,7 +34,6 @@ generator wrote. Both sides read a file that was just copied, so it is in the pa
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -477,21 +476,14 @@ def run(size: int, workdir: Path, *, with_load: bool = True) -> list[measure.Mea
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cyrus_twoskip", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("measure", help="one subject (run in a fresh process)")
-    child.add_argument("subject", choices=sorted(SUBJECTS))
+    parser, child, parent = measure.command_line("cyrus_twoskip", __doc__, SUBJECTS, "the database")
     child.add_argument("--db", type=Path, required=True)
     child.add_argument("--scratch", type=Path, help="directory with the imapd.conf (baseline)")
-    parent = commands.add_parser("run", help="generate/reuse the database and measure all")
     parent.add_argument("--size", type=int, default=1_000_000, help="records")
-    parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parent.add_argument("--no-load", action="store_true", help="skip the read_database subject")
     args = parser.parse_args(argv)
     if args.command == "run":
-        for m in run(args.size, args.workdir, with_load=not args.no_load):
-            print(json.dumps(measure.as_dict(m)))
-        return 0
+        return measure.print_all(run(args.size, args.workdir, with_load=not args.no_load))
     if args.subject.startswith("baseline"):
         if args.scratch is None:
             parser.error("the baselines need --scratch (the directory holding imapd.conf)")

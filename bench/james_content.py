@@ -23,7 +23,6 @@ raw read.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -199,19 +198,12 @@ def run(mails: int, workdir: Path) -> list[measure.Measurement]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.james_content", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("measure", help="one subject (run in a fresh process)")
-    child.add_argument("subject", choices=sorted(SUBJECTS))
+    parser, child, parent = measure.command_line("james_content", __doc__, SUBJECTS, "the blobs")
     child.add_argument("--blobs", type=Path, required=True)
-    parent = commands.add_parser("run", help="generate/reuse the blobs and measure all")
     parent.add_argument("--mails", type=int, default=5_000)
-    parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args(argv)
     if args.command == "run":
-        for m in run(args.mails, args.workdir):
-            print(json.dumps(measure.as_dict(m)))
-        return 0
+        return measure.print_all(run(args.mails, args.workdir))
     if args.subject in ("headers", "full"):  # imported before the clock
         import mqforensics.systems.james.content  # noqa: F401
     work = WORK[args.subject]

@@ -41,7 +41,6 @@ walk, which hold the whole file, are not run on it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -389,23 +388,20 @@ def _measure_all(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.logqueue_segments", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("measure", help="one subject (run in a fresh process)")
-    child.add_argument("subject", choices=sorted(SUBJECTS))
+    parser, child, parent = measure.command_line(
+        "logqueue_segments", __doc__, SUBJECTS, "the queue"
+    )
     child.add_argument("--queue", type=Path, required=True)
-    parent = commands.add_parser("run", help="generate/reuse the queue and measure all")
     parent.add_argument("--size", type=int, default=1 << 30, help="target segment bytes")
-    parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parent.add_argument("--spark", action="store_true", help="also measure the Spark path")
     parent.add_argument(
         "--one-segment", action="store_true", help="ours and baseline on one segment of --size"
     )
     args = parser.parse_args(argv)
     if args.command == "run":
-        for m in run(args.size, args.workdir, with_spark=args.spark, single=args.one_segment):
-            print(json.dumps(measure.as_dict(m)))
-        return 0
+        return measure.print_all(
+            run(args.size, args.workdir, with_spark=args.spark, single=args.one_segment)
+        )
     if args.subject == "ours":  # imported and the kernel loaded (built once) before the clock
         from mqforensics.systems.logqueue import columnar
 

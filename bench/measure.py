@@ -7,14 +7,16 @@ another's. The child prints one JSON line (`report`) that the parent reads back.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,3 +185,26 @@ def machine() -> dict[str, Any]:
 
 def as_dict(m: Measurement) -> dict[str, Any]:
     return asdict(m)
+
+
+def command_line(
+    module: str, doc: str | None, subjects: Iterable[str], data: str
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line of a benchmark module: ``measure SUBJECT`` (one subject, run in a fresh
+    process by `run_subject`) and ``run [--workdir DIR]`` (the data generated or reused, every
+    subject measured); (the parser, ``measure``'s and ``run``'s, for each module's own options).
+    `data` says what ``run`` generates or reuses."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{module}", description=doc)
+    commands = parser.add_subparsers(dest="command", required=True)
+    child = commands.add_parser("measure", help="one subject (run in a fresh process)")
+    child.add_argument("subject", choices=sorted(subjects))
+    parent = commands.add_parser("run", help=f"generate/reuse {data} and measure all")
+    parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
+    return parser, child, parent
+
+
+def print_all(results: Iterable[Measurement]) -> int:
+    """Each measurement of a ``run`` as one JSON line (what `bench.run` reads back); 0."""
+    for m in results:
+        print(json.dumps(as_dict(m)))
+    return 0

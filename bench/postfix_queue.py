@@ -34,7 +34,6 @@ that these equal what was generated.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -365,19 +364,12 @@ def run(size: int, workdir: Path) -> list[measure.Measurement]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.postfix_queue", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("measure", help="one subject (run in a fresh process)")
-    child.add_argument("subject", choices=sorted(SUBJECTS))
+    parser, child, parent = measure.command_line("postfix_queue", __doc__, SUBJECTS, "the queue")
     child.add_argument("--path", type=Path, required=True, help="queue (ours) or scratch")
-    parent = commands.add_parser("run", help="generate/reuse the queue and measure both")
     parent.add_argument("--size", type=int, default=100_000, help="messages")
-    parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args(argv)
     if args.command == "run":
-        for m in run(args.size, args.workdir):
-            print(json.dumps(measure.as_dict(m)))
-        return 0
+        return measure.print_all(run(args.size, args.workdir))
     if args.subject == "baseline":
         measure_baseline(args.path)
     else:

@@ -31,7 +31,6 @@ written, and that ``baseline-ids`` found every envelope.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -212,20 +211,13 @@ def run(size: int, workdir: Path, *, with_ids: bool = True) -> list[measure.Meas
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.slimta_spool", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("measure", help="one subject (run in a fresh process)")
-    child.add_argument("subject", choices=sorted(SUBJECTS))
+    parser, child, parent = measure.command_line("slimta_spool", __doc__, SUBJECTS, "the spool")
     child.add_argument("--spool", type=Path, required=True)
-    parent = commands.add_parser("run", help="write/reuse the spool and measure all")
     parent.add_argument("--size", type=int, default=100_000, help="envelopes")
-    parent.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parent.add_argument("--no-ids", action="store_true", help="skip the load()-only baseline")
     args = parser.parse_args(argv)
     if args.command == "run":
-        for m in run(args.size, args.workdir, with_ids=not args.no_ids):
-            print(json.dumps(measure.as_dict(m)))
-        return 0
+        return measure.print_all(run(args.size, args.workdir, with_ids=not args.no_ids))
     if args.subject == "ours":
         measure.timed(lambda: measure_ours(args.spool))
     else:

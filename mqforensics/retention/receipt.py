@@ -33,7 +33,7 @@ from typing import Any
 
 from mqforensics import subjects
 from mqforensics.audit_manifest import read_manifest
-from mqforensics.errors import ConfigError, InputError
+from mqforensics.errors import ConfigError, InputError, MqfError
 from mqforensics.findings import read_findings
 from mqforensics.privacy import pseudonymize_value
 from mqforensics.purge.journal import read_journal
@@ -98,6 +98,7 @@ def _key_from(data: bytes, where: str, *, private: bool) -> Any:
     from cryptography.hazmat.primitives import serialization
 
     ed25519 = _crypto()
+    error: type[MqfError]
     if private:
         kind, error, wanted = "private", ConfigError, ed25519.Ed25519PrivateKey
         unreadable = "not an unencrypted PEM private key"
@@ -106,6 +107,7 @@ def _key_from(data: bytes, where: str, *, private: bool) -> Any:
         unreadable = "not a PEM public key"
     text = data.strip()
     if text.startswith(b"-----BEGIN"):
+        key: Any
         try:
             if private:
                 key = serialization.load_pem_private_key(text, password=None)
