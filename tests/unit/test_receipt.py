@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from mqforensics import api_receipt, subjects, systems
-from mqforensics.errors import ConfigError, InputError
+from mqforensics.errors import ConfigError, InputError, MqfError
 from mqforensics.findings import finding_id
 from mqforensics.retention import receipt as receipts
 from mqforensics.retention.manifest import (
@@ -409,7 +409,7 @@ def test_a_key_that_is_not_an_ed25519_one_is_named_never_shown() -> None:
     x25519 = X25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption())  # fmt: skip
-    cases: list[tuple[Any, bytes, type[Exception], str]] = [
+    cases: list[tuple[Any, bytes, type[MqfError], str]] = [
         (receipts.private_key_from, b"-----BEGIN PRIVATE KEY-----\nnot base64\n", ConfigError,
          "k: not an unencrypted PEM private key"),
         (receipts.private_key_from, x25519, ConfigError,
