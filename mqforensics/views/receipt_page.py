@@ -21,6 +21,8 @@ from mqforensics.views.plan_report import CSS
 _EXTRA_CSS = (
     "code{font-size:.9em}td{font-family:monospace;overflow-wrap:anywhere;word-break:break-word}"
     "table{max-width:100%}"
+    # A table's first column names its row (a kind, a store's kind, an audit): whole words.
+    "td:first-child{overflow-wrap:normal;word-break:normal}"
 )
 
 
@@ -260,8 +262,8 @@ def render_text(document: dict[str, Any]) -> str:
         c = request["counts"]
         lines.append(
             f"request {request['rule']} ({_show(request['legal_basis'])}; search "
-            f"{request['search']}): {plural(c['found'], 'object')} found in "
-            f"{plural(len(request['stores']), 'store')}, {c['deleted']} deleted, "
+            f"{request['search']}): {plural(len(request['stores']), 'store')} searched, "
+            f"{plural(c['found'], 'object')} found, {c['deleted']} deleted, "
             f"{c['deferred']} deferred, {c['skipped']} skipped, {c['unreadable']} unreadable; "
             f"after the purge: {request['after']['result']}"
         )

@@ -458,9 +458,9 @@ def test_the_command_line_refuses_without_a_key_and_writes_no_address(
 
     made = _cli(*args, env={receipts.KEY_VARIABLE: KEY_HEX})
     assert made.returncode == 0, made.stderr
-    assert "request erasure-1 (GDPR Art. 17, request 1; search headers): 4 objects found in " \
-           "2 stores, 1 deleted, 2 deferred, 2 skipped, 1 unreadable; after the purge: subject " \
-           "found in none of the stores" in made.stdout  # fmt: skip
+    assert "request erasure-1 (GDPR Art. 17, request 1; search headers): 2 stores searched, " \
+           "4 objects found, 1 deleted, 2 deferred, 2 skipped, 1 unreadable; after the purge: " \
+           "subject found in none of the stores" in made.stdout  # fmt: skip
     out = tmp_path / "out"
     texts = [made.stdout, (out / "RECEIPT.json").read_text(), (out / "RECEIPT.html").read_text()]
     for text in texts:
