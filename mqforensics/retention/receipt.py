@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,20 +100,21 @@ def _key_from(data: bytes, where: str, *, private: bool) -> Any:
 
     ed25519 = _crypto()
     error: type[MqfError]
+    load: Callable[[bytes], Any]
     if private:
         kind, error, wanted = "private", ConfigError, ed25519.Ed25519PrivateKey
+        load = partial(serialization.load_pem_private_key, password=None)
+        from_raw = wanted.from_private_bytes
         unreadable = "not an unencrypted PEM private key"
     else:
         kind, error, wanted = "public", InputError, ed25519.Ed25519PublicKey
+        load = serialization.load_pem_public_key
+        from_raw = wanted.from_public_bytes
         unreadable = "not a PEM public key"
     text = data.strip()
     if text.startswith(b"-----BEGIN"):
-        key: Any
         try:
-            if private:
-                key = serialization.load_pem_private_key(text, password=None)
-            else:
-                key = serialization.load_pem_public_key(text)
+            key = load(text)
         except (ValueError, TypeError):
             raise error(f"{where}: {unreadable}") from None
         if not isinstance(key, wanted):
@@ -121,9 +123,7 @@ def _key_from(data: bytes, where: str, *, private: bool) -> Any:
     raw = _raw32(data, text)
     if raw is None:
         raise error(f"{where}: not an Ed25519 {kind} key (PEM, 32 bytes or 64 hex digits)")
-    if private:
-        return ed25519.Ed25519PrivateKey.from_private_bytes(raw)
-    return ed25519.Ed25519PublicKey.from_public_bytes(raw)
+    return from_raw(raw)
 
 
 def _raw32(data: bytes, text: bytes) -> bytes | None:

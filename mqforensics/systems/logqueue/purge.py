@@ -37,6 +37,9 @@ class _QueueFiles:
 
     kinds: tuple[str, ...] = ()
     step = "delete file"  # what the journal calls the destructive call
+    # Whether `verify` asks the live queue (`_in_use`) before hashing the file: the cheaper
+    # check first.
+    in_use_first = True
 
     def __init__(self, plan: Plan) -> None:
         planned = {a.target["queue"] for a in plan.actions() if a.kind in self.kinds}
@@ -71,7 +74,7 @@ class _QueueFiles:
         current = live_copy(path)
         if current is None:
             return Verdict(True, already_done=True)
-        needed, detail = self._in_use(action, path)
+        needed, detail = self._in_use(action, path) if self.in_use_first else (None, {})
         if needed:
             return Verdict(False, needed)
         try:
@@ -80,6 +83,10 @@ class _QueueFiles:
             return Verdict(True, already_done=True)
         if why:
             return Verdict(False, f"changed since the plan ({why})")
+        if not self.in_use_first:
+            needed, detail = self._in_use(action, path)
+            if needed:
+                return Verdict(False, needed)
         return Verdict(True, detail=detail)
 
     def apply(self, action: Action, ops: Operations) -> dict[str, Any]:
@@ -99,6 +106,7 @@ class SegmentExecutor(_QueueFiles):
 
     kinds = (DELETE_SEGMENT,)
     step = "delete segment"
+    in_use_first = True  # restart.lq is one small read, cheaper than hashing the segment
 
     def _path(self, action: Action) -> Path:
         return Path(fs_path(action.target["queue"])) / fs_path(action.target["file"])
@@ -156,6 +164,7 @@ class SpoolExecutor(_QueueFiles):
 
     kinds = (DELETE_SPOOL,)
     step = "delete spool file"
+    in_use_first = False  # replaying the live queue costs more than hashing one file
 
     def _path(self, action: Action) -> Path:
         queue = Path(fs_path(action.target["queue"]))
