@@ -485,22 +485,34 @@ def attach(spark: Any) -> None:
         _WATCHERS[-1].attach(spark)
 
 
+# The watcher of the notebook cell running now. One for every registration of
+# `enable_notebook_progress`: a cell that enables it again (a setup cell run a second time, or
+# the next notebook run in the same kernel) replaces the callbacks while the watcher the old
+# ones started for that very cell runs, and the new callbacks stop it when the cell ends.
+_CELL_WATCHER: dict[str, SparkWatcher | None] = {"watcher": None}
+
+
+def _stop_cell_watcher(failed: bool = False) -> None:
+    watcher, _CELL_WATCHER["watcher"] = _CELL_WATCHER["watcher"], None
+    if watcher is not None:
+        watcher.stop(failed=failed)
+
+
 def enable_notebook_progress(spark: Any) -> None:
-    """In a notebook, show a progress bar for the Spark jobs of every cell run from now on."""
+    """In a notebook, show a progress bar for the Spark jobs of every cell run from now on
+    (once per kernel however often it is called: the last call's session is followed)."""
     if setting() is False or not in_notebook():
         return
     from IPython import get_ipython
 
     shell = get_ipython()
-    state: dict[str, SparkWatcher | None] = {"watcher": None}
 
     def before(*_args: Any) -> None:
-        state["watcher"] = SparkWatcher(spark, "Spark", WidgetRenderer("Spark")).start()
+        _stop_cell_watcher()
+        _CELL_WATCHER["watcher"] = SparkWatcher(spark, "Spark", WidgetRenderer("Spark")).start()
 
     def after(result: Any = None) -> None:
-        watcher, state["watcher"] = state["watcher"], None
-        if watcher is not None:
-            watcher.stop(failed=not getattr(result, "success", True))
+        _stop_cell_watcher(failed=not getattr(result, "success", True))
 
     for event, callback in (("pre_run_cell", before), ("post_run_cell", after)):
         for registered in list(shell.events.callbacks[event]):

@@ -4,14 +4,19 @@ error (console error or uncaught exception), nothing is fetched from outside the
 text a person reads shows no missing value as ``nan``, ``None..None`` or a ``None`` cell, and no
 ``Error displaying widget``. Each analysts' notebook is executed once, then read both as
 ``mqforensics report notebook`` exports it and as a stock ``jupyter nbconvert --to html`` export
-(every widget output followed by its static fallback)."""
+(every widget output followed by its static fallback).
+
+The notebooks run one after another in one kernel, as an analyst runs them in one JupyterLab
+session: before each, the kernel's namespace is emptied (``%reset -f``: a notebook that uses a
+name it did not define fails), its directory and ``MQF_NOTEBOOK_OUT`` are the test's, and the
+Spark session the previous notebook started is the one ``mqforensics.session`` returns (only the
+first notebook pays for starting Spark)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +28,8 @@ from typing import Any
 
 import nbformat
 import pytest
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 from mqforensics.cli import main
@@ -238,24 +245,41 @@ def _check_printed(pdftotext: Path, on_screen: list, printed: list, pdf: Path, s
     assert wide["rows"][0][-1] in sheet.split(wide["title"], 1)[1], (wide["rows"][0], where)
 
 
-def _executed(notebook: Path, tmp_path: Path) -> Path:
-    """`notebook` executed as nbclient (papermill, ``nbconvert --execute``) runs it, widget
-    state saved, into `tmp_path`; and its stock ``jupyter nbconvert --to html`` export as a
-    person would share it, in ``tmp_path/stock/`` (`_check_stock_export`)."""
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[AsyncKernelManager]:
+    """The module's Python kernel, started by the first notebook run on it; shut down after."""
+    manager = AsyncKernelManager(kernel_name="python3")
+    yield manager
+    if manager.has_kernel:
+        run_sync(manager.shutdown_kernel)(now=True)
+
+
+def _run_on(kernel: AsyncKernelManager, node: nbformat.NotebookNode, where: Path) -> None:
+    """`node` executed on `kernel` as nbclient (papermill, ``nbconvert --execute``) runs it,
+    widget state saved, in `where`."""
+    client = NotebookClient(node, km=kernel, timeout=600,
+                            resources={"metadata": {"path": str(where)}})  # fmt: skip
+    client.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
+    client.execute()
+
+
+def _executed(notebook: Path, tmp_path: Path, kernel: AsyncKernelManager) -> Path:
+    """`notebook` executed on the module's `kernel` (emptied first, its directory `tmp_path`,
+    ``MQF_NOTEBOOK_OUT`` ``tmp_path/out``), widget state saved, into `tmp_path`; and its stock
+    ``jupyter nbconvert --to html`` export as a person would share it, in ``tmp_path/stock/``
+    (`_check_stock_export`)."""
+    fresh = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%reset -f"),
+        nbformat.v4.new_code_cell(
+            f"import os\nos.chdir({str(tmp_path)!r})\n"
+            f"os.environ['MQF_NOTEBOOK_OUT'] = {str(tmp_path / 'out')!r}\ndel os"
+        ),
+    ])  # fmt: skip
+    _run_on(kernel, fresh, tmp_path)
     executed = tmp_path / notebook.name
     shutil.copyfile(notebook, executed)
     node = nbformat.read(str(executed), as_version=4)
-    # The kernel inherits it; restored after, since a worker running the validation notebooks
-    # under nbmake has one of its own (notebooks/conftest.py).
-    before = os.environ.get("MQF_NOTEBOOK_OUT")
-    os.environ["MQF_NOTEBOOK_OUT"] = str(tmp_path / "out")
-    try:
-        NotebookClient(node, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
-    finally:
-        if before is None:
-            del os.environ["MQF_NOTEBOOK_OUT"]
-        else:
-            os.environ["MQF_NOTEBOOK_OUT"] = before
+    _run_on(kernel, node, tmp_path)
     nbformat.write(node, str(executed))
     stock = tmp_path / "stock"
     subprocess.run(
@@ -342,8 +366,8 @@ def _check_stock_export(executed: Path, shot: Path) -> list[str]:
     return names
 
 
-def test_an_exported_notebook_renders_its_explorers(chromium, tmp_path: Path) -> None:
-    executed = _executed(NOTEBOOK, tmp_path)
+def test_an_exported_notebook_renders_its_explorers(chromium, kernel, tmp_path: Path) -> None:
+    executed = _executed(NOTEBOOK, tmp_path, kernel)
     # Shared as the stock export: each explorer's static fallback after its widget.
     assert _check_stock_export(executed, tmp_path / "stock.png") == [
         "James findings",
@@ -366,8 +390,10 @@ def test_an_exported_notebook_renders_its_explorers(chromium, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("notebook", [n for n in NOTEBOOKS if n != NOTEBOOK], ids=lambda n: n.stem)
-def test_every_exported_notebook_reads_clean(chromium, tmp_path: Path, notebook: Path) -> None:
-    executed = _executed(notebook, tmp_path)
+def test_every_exported_notebook_reads_clean(
+    chromium, kernel, tmp_path: Path, notebook: Path
+) -> None:
+    executed = _executed(notebook, tmp_path, kernel)
     _check_stock_export(executed, tmp_path / f"stock-{notebook.stem}.png")
     page = tmp_path / f"{notebook.stem}.html"
     assert main(["report", "notebook", str(executed), "--out", str(page)]) == 0

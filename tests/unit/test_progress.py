@@ -9,6 +9,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,33 @@ def test_the_notebook_bar_ends_full_and_leaves_its_summary() -> None:
     assert bar.bar.layout.display == "none"
     # What a saved notebook keeps of the output: the summary as text, not the widget's repr.
     assert bar.handle.updates == [{"text/plain": "read: 10 Spark tasks"}]
+
+
+def test_a_setup_cell_run_again_leaves_no_bar_running(monkeypatch) -> None:
+    """The cell that enables the notebook's progress, run a second time (or the next notebook's
+    in the same kernel): the watcher the old callbacks started for that cell is stopped when the
+    cell ends, never left to draw a bar under a later cell's jobs."""
+    from IPython.core.events import EventManager, available_events
+
+    shell = types.SimpleNamespace(events=EventManager(None, available_events))
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    monkeypatch.delenv("MQF_PROGRESS", raising=False)
+
+    def watching() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "mqf-progress" and t.is_alive()]
+
+    progress.enable_notebook_progress(None)
+    shell.events.trigger("pre_run_cell", None)
+    assert len(watching()) == 1
+    progress.enable_notebook_progress(None)  # the same cell enables it again
+    assert len(shell.events.callbacks["pre_run_cell"]) == 1
+    shell.events.trigger("post_run_cell", types.SimpleNamespace(success=True))
+    assert watching() == []
+    shell.events.trigger("pre_run_cell", None)  # the next cell: one watcher, stopped at its end
+    assert len(watching()) == 1
+    shell.events.trigger("post_run_cell", types.SimpleNamespace(success=True))
+    assert watching() == []
 
 
 def test_the_notebook_bar_of_a_command_counts_its_checks_not_sparks_tasks() -> None:
