@@ -6,11 +6,10 @@ text a person reads shows no missing value as ``nan``, ``None..None`` or a ``Non
 ``mqforensics report notebook`` exports it and as a stock ``jupyter nbconvert --to html`` export
 (every widget output followed by its static fallback).
 
-The notebooks run one after another in one kernel, as an analyst runs them in one JupyterLab
-session: before each, the kernel's namespace is emptied (``%reset -f``: a notebook that uses a
-name it did not define fails), its directory and ``MQF_NOTEBOOK_OUT`` are the test's, and the
-Spark session the previous notebook started is the one ``mqforensics.session`` returns (only the
-first notebook pays for starting Spark)."""
+The notebooks run one after another in one kernel: before each, the kernel's namespace is
+emptied (``%reset -f``: a notebook that uses a name it did not define fails), its directory and
+``MQF_NOTEBOOK_OUT`` are the test's, and the Spark session the previous notebook started is the
+one ``mqforensics.session`` returns (only the first notebook pays for starting Spark)."""
 
 from __future__ import annotations
 
