@@ -256,10 +256,8 @@ def kernel() -> Iterator[AsyncKernelManager]:
 def _run_on(kernel: AsyncKernelManager, node: nbformat.NotebookNode, where: Path) -> None:
     """`node` executed on `kernel` as nbclient (papermill, ``nbconvert --execute``) runs it,
     widget state saved, in `where`."""
-    client = NotebookClient(node, km=kernel, timeout=600,
-                            resources={"metadata": {"path": str(where)}})  # fmt: skip
-    client.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
-    client.execute()
+    NotebookClient(node, km=kernel, timeout=600,
+                   resources={"metadata": {"path": str(where)}}).execute()  # fmt: skip
 
 
 def _executed(notebook: Path, tmp_path: Path, kernel: AsyncKernelManager) -> Path:
