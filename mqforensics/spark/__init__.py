@@ -191,6 +191,10 @@ def session(
             # Workers import the installed PySpark, not Spark's zips: each zip costs every
             # Python task a re-read of its directory (mqforensics/spark/daemon.py).
             .config("spark.python.daemon.module", daemon.__name__)
+            # A result this process collects is served on a local socket that waits 15 s for
+            # it to connect; on a host loaded enough to stall it longer, the socket is gone and
+            # collect() fails with "Connection reset by peer" (seen under `make test`).
+            .config("spark.python.authenticate.socketTimeout", "120s")
             .config("spark.driver.extraJavaOptions", " ".join(_driver_java_options(log_config)))
         )
         if master.startswith("local"):

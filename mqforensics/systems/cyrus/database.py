@@ -20,7 +20,7 @@ import hashlib
 import json
 import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,7 @@ class Database:
 # binary: random bytes hold about 11% (29 of 256 values), dumps next to none (a key may hold
 # a NUL).
 SNIFF_BYTES = 4096
+BINARY_MAGICS = (twoskip.MAGIC, twoskip.SKIPLIST_MAGIC)
 _BINARY_SHARE = 1 / 16
 _TEXT_CONTROLS = frozenset(b"\t\n\r\x1d\x1e\x1f")
 _HASH_WINDOW = 16 << 20  # bytes of a mapped file hashed between two releases of its pages
@@ -99,7 +100,7 @@ def looks_binary(head: bytes) -> bool:
 def sniff(path: Path, head: bytes) -> None:
     """An InputError saying what `path` looks like when its first bytes, `head`, are neither
     a twoskip or skiplist database nor text (`looks_binary`)."""
-    if head.startswith((twoskip.MAGIC, twoskip.SKIPLIST_MAGIC)) or not looks_binary(head):
+    if head.startswith(BINARY_MAGICS) or not looks_binary(head):
         return
     raise InputError(
         f"{shown(path)}: not a twoskip or skiplist database, nor a text dump "
@@ -150,7 +151,7 @@ def read_database(path: Path) -> Database:
     with path.open("rb") as handle:
         head = handle.read(SNIFF_BYTES)
         sniff(path, head)
-        binary = head.startswith((twoskip.MAGIC, twoskip.SKIPLIST_MAGIC))
+        binary = head.startswith(BINARY_MAGICS)
         if binary:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     label = shown(path)
@@ -164,19 +165,44 @@ def read_database(path: Path) -> Database:
         return _with(Database.from_file(parsed), "skiplist", fingerprint)
     data = path.read_bytes()
     fingerprint = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    name = path.name.lower()
-    if data.lstrip().startswith(b"{") or name.endswith(".json"):
+    kind = dump_format(path, [data])
+    if kind == "ctl_mboxlist":
         entries = dumps.read_ctl_mboxlist(data, name=label)
         return Database(label, None, (), entries, format="ctl_mboxlist", **fingerprint)
-    if name.endswith(".flat"):
+    if kind == "flat":
         return Database(label, dumps.read_flat(data, name=label), format="flat", **fingerprint)
-    if name.endswith(".batchshow"):
+    if kind == "batchshow":
         items = dumps.read_batch_show(data, name=label)
         return Database(label, items, format="batchshow", **fingerprint)
-    if b"\t" in data or not data:
-        return Database(label, dumps.read_show(data, name=label), format="show", **fingerprint)
+    return Database(label, dumps.read_show(data, name=label), format="show", **fingerprint)
+
+
+def dump_format(path: Path, chunks: Iterable[bytes]) -> str:
+    """The dump format of a text input, `chunks` its content in order: ``ctl_mboxlist`` (a
+    JSON document: its first byte past whitespace is ``{``, or the name ends ``.json``),
+    ``flat`` or ``batchshow`` (by the name's ending), ``show`` (a tab anywhere: each line is
+    key, tab, value; or empty). An InputError naming `path` when it is none of them. Reads
+    only until it can tell (a show dump's first line holds its first tab), so the command's
+    checks call it before Spark starts."""
+    name = path.name.lower()
+    named = name.endswith((".json", ".flat", ".batchshow"))
+    first, tab, empty = b"", False, True
+    for chunk in chunks:
+        empty = empty and not chunk
+        first = first or chunk.lstrip()[:1]
+        tab = tab or b"\t" in chunk
+        if first and (first == b"{" or tab or named):
+            break
+    if first == b"{" or name.endswith(".json"):
+        return "ctl_mboxlist"
+    if name.endswith(".flat"):
+        return "flat"
+    if name.endswith(".batchshow"):
+        return "batchshow"
+    if tab or empty:
+        return "show"
     raise InputError(
-        f"{label}: neither a twoskip/skiplist file nor a show, flat or ctl_mboxlist dump"
+        f"{shown(path)}: neither a twoskip/skiplist file nor a show, flat or ctl_mboxlist dump"
     )
 
 

@@ -6,13 +6,21 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from functools import partial
+from itertools import chain
 from pathlib import Path
 
 from mqforensics.credentials import Login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.options import Options, option
 from mqforensics.spec import AuditArgs
-from mqforensics.systems.cyrus.database import SNIFF_BYTES, checked_paths, sniff
+from mqforensics.systems.cyrus.database import (
+    BINARY_MAGICS,
+    SNIFF_BYTES,
+    checked_paths,
+    dump_format,
+    sniff,
+)
 from mqforensics.systems.cyrus.dbchecks import DEFAULT_ADMINS, DEFAULT_VERSION
 
 # The Cyrus series whose RACL rule (records.expected_racls) and key format the checks know,
@@ -72,12 +80,16 @@ class CyrusOptions(Options):
 
     def check(self) -> None:
         """Every input is a readable file, named once, whose first bytes are a database's
-        magic or text (`database.sniff`); inputs that are all empty files (0 bytes: no
+        magic or text (`database.sniff`), and a text one a dump of a format the reader knows
+        (`database.dump_format`); inputs that are all empty files (0 bytes: no
         database, a dump of none) are nothing to audit, said before Spark starts."""
         paths = checked_paths(self.inputs)
         for path in paths:
             with open(path, "rb") as stream:
-                sniff(path, stream.read(SNIFF_BYTES))
+                head = stream.read(SNIFF_BYTES)
+                sniff(path, head)
+                if not head.startswith(BINARY_MAGICS):
+                    dump_format(path, chain([head], iter(partial(stream.read, 1 << 20), b"")))
         if all(path.stat().st_size == 0 for path in paths):
             # The words of the runner's own refusal (`runner.load`), which the read would give.
             names = ", ".join(str(path.absolute()) for path in paths)

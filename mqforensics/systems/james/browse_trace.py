@@ -40,9 +40,7 @@ from mqforensics.systems.james import schema
 from mqforensics.systems.james.config_history import DEFAULT, history_rows
 from mqforensics.units import utc_millis_text
 
-# Traced queries per measurement: each costs a read plus Cassandra's writes of its trace
-# (system_traces) and the driver's two reads of it.
-DEFAULT_MAX_QUERIES = 2000
+DEFAULT_MAX_QUERIES = schema.BROWSE_TRACE_QUERIES
 TRACE_WAIT_SECONDS = 10.0
 CONCURRENCY = 16
 
@@ -80,6 +78,7 @@ class BrowseTrace:
     partitions_traced: int = 0
     mails_returned: int = 0  # rows whose traced marker read found none: what browse returns
     complete: bool = True  # every partition holding rows traced, with all its marker reads
+    queries_allowed: int = DEFAULT_MAX_QUERIES
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -94,6 +93,7 @@ class BrowseTrace:
             "partitions_traced": self.partitions_traced,
             "mails_returned": self.mails_returned,
             "complete": self.complete,
+            "queries_allowed": self.queries_allowed,
             "tables": {name: reads.as_dict() for name, reads in self.tables.items()},
             "notes": list(self.notes),
         }
@@ -111,7 +111,10 @@ class BrowseTrace:
         if empty > traced_empty:
             text += f"; {empty - traced_empty} empty partitions read without tracing"
         if not self.complete:
-            text += "; INCOMPLETE: partitions holding rows left untraced (max_queries)"
+            text += (
+                f"; INCOMPLETE: partitions holding rows left untraced ({self.queries_allowed} "
+                "traced queries allowed: --trace-queries)"
+            )
         return text
 
 
@@ -218,7 +221,10 @@ def trace_browse(
         else (*DEFAULT[:2], "no event store: James's default configuration")
     )
     names = (schema.BROWSE_START_TABLE, enqueued, schema.DELETED_TABLE)
-    result = BrowseTrace(keyspace, until, window, buckets, {t: TableReads() for t in names})
+    result = BrowseTrace(
+        keyspace, until, window, buckets, {t: TableReads() for t in names},
+        queries_allowed=max_queries,
+    )  # fmt: skip
     if note:
         result.notes.append(note)
     tracer = _Tracer(session, keyspace, consistency)

@@ -23,7 +23,7 @@ from mqforensics.content_search import Searched
 from mqforensics.credentials import AWS_LOGIN, CASSANDRA_LOGIN, RABBITMQ_LOGIN, Login
 from mqforensics.errors import ConfigError, InputError
 from mqforensics.options import Options, check_exclusive, option
-from mqforensics.systems.james.schema import PARTITIONS_PER_QUERY
+from mqforensics.systems.james.schema import BROWSE_TRACE_QUERIES, PARTITIONS_PER_QUERY
 from mqforensics.units import counter, parse_duration, parse_instant
 
 DEFAULT_KEYSPACE = "apache_james"
@@ -324,4 +324,11 @@ class PurgeOptions(Options):
     consistency: str = option(
         DEFAULT_CONSISTENCY, metavar="LEVEL", group="James plans",
         help=f"Cassandra consistency level (default: {DEFAULT_CONSISTENCY})",
+    )  # fmt: skip
+    trace_queries: int = option(
+        BROWSE_TRACE_QUERIES, parse=counter("--trace-queries", "a positive integer", minimum=1),
+        metavar="N", group="James plans",
+        help="traced queries of each measurement of James's browse, before and after the purge "
+        f"(default: {BROWSE_TRACE_QUERIES}): partitions holding rows first, then empty ones "
+        "from browseStart",
     )  # fmt: skip

@@ -70,6 +70,7 @@ from mqforensics.sources.cassandra_connection import CassandraEndpoint, close_cl
 from mqforensics.sources.s3_endpoint import S3Endpoint, classify_s3_error
 from mqforensics.systems.james import tombstones
 from mqforensics.systems.james.options import DEFAULT_CONSISTENCY, PurgeOptions
+from mqforensics.systems.james.schema import BROWSE_TRACE_QUERIES
 from mqforensics.units import utc_millis_text
 
 if TYPE_CHECKING:
@@ -144,8 +145,10 @@ class JamesExecutor:
         s3: S3Endpoint | None,
         *,
         consistency: str = "LOCAL_QUORUM",
+        trace_queries: int = BROWSE_TRACE_QUERIES,
     ) -> None:
         self.plan = plan
+        self.trace_queries = trace_queries
         self.keyspace = str(plan.header["inputs"]["keyspace"])
         self._index_plan(plan.actions())
         self.cassandra = cassandra
@@ -459,7 +462,10 @@ class JamesExecutor:
                     f"action {action.seq} {action.kind}: the plan says {action.tombstones} "
                     f"tombstones, its tables {sum(split.values())}"
                 )
-        trace = trace_browse(self._session, self.keyspace, consistency=self._consistency)
+        trace = trace_browse(
+            self._session, self.keyspace, max_queries=self.trace_queries,
+            consistency=self._consistency,
+        )  # fmt: skip
         observed: dict[str, dict[str, int]] = {}
         for table, reads in trace.tables.items():
             observed[table] = {
@@ -849,4 +855,8 @@ def build_executors(plan: Plan, options: PurgeOptions | None = None) -> list[Jam
     if endpoint:
         s3 = S3Endpoint(endpoint, s3.region, s3.access_key, s3.secret_key)
     consistency = options.consistency or DEFAULT_CONSISTENCY
-    return [JamesExecutor(plan, cassandra, s3, consistency=consistency)]
+    return [
+        JamesExecutor(
+            plan, cassandra, s3, consistency=consistency, trace_queries=options.trace_queries
+        )
+    ]

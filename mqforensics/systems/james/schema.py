@@ -21,6 +21,9 @@ EVENT_STORE_TABLE = "eventstore"
 
 # Enumerated enqueued partitions (a queue's slices x buckets) one live query reads with IN.
 PARTITIONS_PER_QUERY = 20
+# Traced queries of one measurement of James's browse by the purger (before and after a purge):
+# each is a read plus Cassandra's writes of its trace to system_traces and the driver's reads of it.
+BROWSE_TRACE_QUERIES = 2000
 CONFIG_AGGREGATE = "CassandraMailQueueViewConfiguration"
 STORAGE_STRATEGY_AGGREGATE = "BlobStoreStorageStrategyConfiguration"
 

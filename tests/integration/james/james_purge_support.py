@@ -317,11 +317,20 @@ def make_plan(
     ])  # fmt: skip
 
 
+# The purger measures James's browse before and after each purge (`JamesExecutor.measure`,
+# 2,000 traced queries by default, most of them of the empty partitions between the generated
+# state's browseStart and now). These tests do not examine it: they trace 20 queries.
+# test_james_tombstones.py examines it, at the default and with --trace-queries.
+TRACED = 20
+TRACE_QUERIES = ("--trace-queries", str(TRACED))
+
+
 def purge(
     plan: Path, env: dict[str, str], *args: str, fault_at: int | None = None,
     trace: Path | None = None, timeout: float = 600,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """`mqforensics purge PLAN ...` in its own process, as an operator (or cron) runs it."""
+    """`mqforensics purge PLAN ... --trace-queries 20` in its own process, as an operator (or
+    cron) runs it."""
     full = {**os.environ, **env}
     full.pop("MQF_PURGE_FAULT_AT", None)
     if fault_at is not None:
@@ -329,6 +338,6 @@ def purge(
     if trace is not None:
         full["MQF_PURGE_FAULT_TRACE"] = str(trace)
     return subprocess.run(
-        [sys.executable, "-m", "mqforensics", "purge", str(plan), *args],
+        [sys.executable, "-m", "mqforensics", "purge", str(plan), *args, *TRACE_QUERIES],
         env=full, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip

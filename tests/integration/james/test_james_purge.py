@@ -375,7 +375,7 @@ def _purge_in_process(plan_dir: Path, changes: dict[str, Any]) -> set[str]:
     from mqforensics.systems.james.purge import build_executors
 
     plan = read_plan(plan_dir)
-    executors = build_executors(plan, PurgeOptions())
+    executors = build_executors(plan, PurgeOptions(trace_queries=support.TRACED))
     fired: set[str] = set()
 
     def hook(label: str) -> None:
@@ -580,7 +580,7 @@ def test_cassandra_stopped_mid_purge_then_rerun_completes(
 
         process = subprocess.Popen(
             [sys.executable, "-m", "mqforensics", "purge", str(plan_dir), "--apply",
-             "--rate", "3", "--retries", "2"],
+             "--rate", "3", "--retries", "2", *support.TRACE_QUERIES],
             env={**__import__("os").environ, **env}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

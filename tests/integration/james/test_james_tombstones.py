@@ -104,10 +104,14 @@ def test_a_purge_writes_the_predicted_tombstones_and_browse_reads_none(
 
         before = sstable_tombstones()
 
-        # A dry run shows the measurement before the first action, and writes nothing.
+        # A dry run shows the measurement before the first action, and writes nothing. Its
+        # tracing is held to --trace-queries, and says it left partitions holding rows out.
         capsys.readouterr()
-        assert cli.main(["purge", str(plan_dir)]) == 0
+        assert cli.main(["purge", str(plan_dir), "--trace-queries", "10"]) == 0
         dry = capsys.readouterr().out
+        traced = re.findall(r"observed \w+: browse queries traced (\d+)", dry)
+        assert len(traced) == 3 and sum(map(int, traced)) <= 10, dry
+        assert "INCOMPLETE: partitions holding rows left untraced (10 traced queries" in dry, dry
         for table in MEASURED:
             assert (
                 f"measured before, JamesExecutor predicted {table}: tombstones written "
@@ -142,6 +146,7 @@ def test_a_purge_writes_the_predicted_tombstones_and_browse_reads_none(
             }
             trace = figures["detail"]["browse_trace"]
             assert trace["complete"] is True and trace["partitions_with_rows"] > 0, trace
+            assert trace["queries_allowed"] == 2000  # the default of --trace-queries
             observed = figures["observed"]
             # James's browse, traced by Cassandra: no tombstone read, before or after.
             for table in ("browsestart", *MEASURED):

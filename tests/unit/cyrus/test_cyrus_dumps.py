@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from mqforensics.errors import InputError
-from mqforensics.systems.cyrus import dumps, records, twoskip
+from mqforensics.systems.cyrus import database, dumps, records, twoskip
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "cyrus"
 
@@ -85,3 +86,47 @@ def test_bad_lines_name_file_and_line(reader, data: bytes, where: str, tmp_path:
     path.write_bytes(data)
     with pytest.raises(InputError, match=rf"dump\.txt: {where}"):
         reader(path)
+
+
+# A text input's format, told from its name and content (`database.dump_format`): the reader's
+# choice, and the command's check before Spark, which reads only until it can tell.
+FORMATS = [
+    ("mailboxes.show", b"user.bob\t(A (bob lrs))\n", "show"),
+    ("mailboxes.txt", b'  \n {"user.bob": {}}\n', "ctl_mboxlist"),
+    ("mailboxes.flat", b'{"user.bob": {}}\n', "ctl_mboxlist"),  # the content before the name
+    ("mailboxes.flat", b"user.bob 0 default bob lrs\n", "flat"),
+    ("mailboxes.json", b"user.bob\t(A (bob lrs))\n", "ctl_mboxlist"),
+    ("mailboxes.batchshow", b"user.bob (A (bob lrs))\n", "batchshow"),
+    ("empty.db", b"", "show"),
+    ("spaces.db", b" \t \n", "show"),
+    ("late-tab.db", b"u" * 5000 + b"\t(A)\n", "show"),
+    ("newlines.db", b"\n\n", None),
+    ("junk.bin", b"no tabs here\n" * 400, None),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "kind"), FORMATS, ids=[f[0] for f in FORMATS])
+def test_a_dump_format_is_the_same_however_its_bytes_are_read(
+    name: str, content: bytes, kind: str | None, tmp_path: Path
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    splits = [
+        [content[i : i + size] for i in range(0, len(content), size)] for size in (1, 3, 4096)
+    ]
+    for pieces in [*splits, [content], [content[:1], b"", content[1:]]]:
+        if kind is None:
+            message = f"{path}: neither a twoskip/skiplist file nor a show, flat or ctl_mboxlist"
+            with pytest.raises(InputError, match=re.escape(message)):
+                database.dump_format(path, pieces)
+        else:
+            assert database.dump_format(path, pieces) == kind, pieces[:2]
+    # The reader reads what the check said, or refuses the same input in the same words.
+    if kind is None:
+        with pytest.raises(InputError, match="neither a twoskip/skiplist file"):
+            database.read_database(path)
+    else:
+        try:
+            assert database.read_database(path).format == kind
+        except InputError as error:  # a dump of the format told, whose lines do not parse
+            assert "neither" not in str(error)

@@ -223,6 +223,14 @@ def test_bad_inputs_are_refused_before_spark(tmp_path, capsys, no_spark) -> None
     ]
     assert main(["plan", "cyrus", str(B1), str(B1), "--policy", str(POLICY), "--out", out]) == 2
     assert _error(capsys) == [f"mqforensics: error: ConfigError: {B1} is given twice"]
+    # Text that is no dump the reader knows: its whole content read for a tab, still no Spark.
+    junk = tmp_path / "junk.txt"
+    junk.write_bytes(b"no tabs here\n" * 1000)
+    assert main(["validate", "cyrus", str(B1), str(junk), "--out", out]) == 2
+    assert _error(capsys) == [
+        f"mqforensics: error: InputError: {junk}: neither a twoskip/skiplist file nor a show, "
+        "flat or ctl_mboxlist dump"
+    ]
     assert not (tmp_path / "o").exists()
 
 
