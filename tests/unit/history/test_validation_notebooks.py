@@ -1,11 +1,13 @@
 """The validation notebooks remember: with a run history (``MQF_HISTORY``, the store named by
 ``MQF_HISTORY_SCOPE``), a notebook run under ``pytest --nbmake`` appends its validation, plots its
 store's trends and fails naming each alert's rule and metric when one fires at the store's latest
-validation; with earlier runs that trigger nothing it passes, the history one run longer. The
-bundled samples need no server. (With no history, ``make test`` runs every validation notebook
-as before: `tests/conftest.py`.) Also: `validation_trends` keeps to the store it was given,
-`ValidationTrends.raise_if_any` names failed expectations and alerts in one error, and
-`History.plot` marks only the alerts of the series it draws."""
+validation (with the failed expectations in the same error:
+tests/integration/james/test_james_validation_notebook.py); with earlier runs that trigger
+nothing it passes, the history one run longer. The bundled samples need no server. (With no
+history, ``make test`` runs every validation notebook as before: `tests/conftest.py`.) Also:
+`validation_trends` keeps to the store it was given, `ValidationTrends.raise_if_any` names
+failed expectations and alerts in one error, and `History.plot` marks only the alerts of the
+series it draws."""
 
 from __future__ import annotations
 
@@ -26,21 +28,13 @@ from mqforensics.history.rules import load_rules
 from mqforensics.history.store import Location, append
 from mqforensics.metrics import Metric
 from mqforensics.quality import QualityReport
+from tests.history_runs import history_runs, seeded
 from tests.notebook_runs import ROOT, run_notebook_copy
 
 VALIDATION = ROOT / "notebooks" / "validation"
-JAMES_SAMPLE = ROOT / "datasets" / "james" / "sample"
 # What a scheduler's environment may hold that would change what these runs validate.
 DROPPED = ("MQF_JAMES_ARGS", "MQF_POSTFIX_ARGS", "MQF_AS_OF", "MQF_REVEAL_ADDRESSES",
            "MQF_HISTORY", "MQF_HISTORY_SCOPE")  # fmt: skip
-
-
-def seeded(root: Path, system: str, scope: str, runs: list[tuple[dt.datetime, list[Metric]]]):
-    """A history at `root` holding earlier validations of one store: (as_of, figures) each."""
-    where = Location(str(root), root)
-    for as_of, metrics in runs:
-        append(Run(system, "validate", scope, as_of, tuple(metrics)), where)
-    return where
 
 
 def with_parameters(notebook: Path, target: Path, parameters: dict[str, object]) -> Path:
@@ -57,42 +51,6 @@ def with_parameters(notebook: Path, target: Path, parameters: dict[str, object])
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(node, target)
     return target
-
-
-def history_runs(root: Path) -> pd.DataFrame:
-    frame = pd.read_parquet(root)
-    return frame.drop_duplicates("run_id")[["scope", "kind", "run_id", "as_of"]]
-
-
-def test_a_stuck_browse_start_fails_the_james_notebook_naming_the_rule(tmp_path: Path) -> None:
-    # Four earlier validations of the store judged each day before the sample's snapshot, every
-    # queue's browseStart as the sample has it: the notebook's run is the fifth unchanged one.
-    taken = dt.datetime.fromisoformat(json.loads((JAMES_SAMPLE / "snapshot.json").read_text())
-                                      ["taken_at"].replace("Z", "+00:00"))  # fmt: skip
-    starts = pd.read_parquet(JAMES_SAMPLE / "browsestart.parquet")
-    figures = [Metric("browse_start", row.browsestart.timestamp(), "instant", queue=row.queuename)
-               for row in starts.itertuples()]  # fmt: skip
-    history = tmp_path / "history"
-    seeded(history, "james", "lab-james",
-           [(taken - dt.timedelta(days=days), figures) for days in (4, 3, 2, 1)])  # fmt: skip
-    env = {"MQF_HISTORY": str(history), "MQF_HISTORY_SCOPE": "lab-james"}
-    status, output = run_notebook_copy(
-        VALIDATION / "james_quality.ipynb", tmp_path, env, drop=DROPPED
-    )
-    assert status == 1, output[-4000:]
-    assert "expectations failed:" not in output, output[-4000:]
-    # nbmake shows the failing cell's error: each alert's rule and metric, of this store.
-    assert "AssertionError: history alerts:" in output, output[-4000:]
-    stuck = "ALERT james-browse-start-stuck (warning): browse_start of james lab-james"
-    for queue in starts["queuename"]:
-        wanted = f"{stuck} (validations) queue {queue}: unchanged in each of the last 5 runs"
-        assert wanted in output, output[-4000:]
-    runs = history_runs(history)
-    assert len(runs) == 5 and set(runs["scope"]) == {"lab-james"}
-    assert set(runs["kind"]) == {"validate"}
-    quality = json.loads((tmp_path / "out" / "validation" / "quality.json").read_text())
-    assert quality["success"] and quality["history"]["scope"] == "lab-james"
-    assert quality["history"]["run_id"] in set(runs["run_id"])
 
 
 QUIET_RULES = """
