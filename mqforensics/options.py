@@ -239,6 +239,9 @@ def flag_parser(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 def _coerce_one(item: OptionField, value: Any, where: str) -> Any:
     if isinstance(value, str) and item.given.parse is not None:
         return parse_text(item.given.parse, value)
+    counts = item.given.parse
+    if type(value) is int and counts is not None and hasattr(counts, "minimum"):
+        return parse_text(counts, str(value))  # a count (`units.counter`), held to its minimum
     if isinstance(value, PurePath) and item.given.parse is Path:
         return Path(value)
     if item.given.choices and value not in item.given.choices:

@@ -102,6 +102,7 @@ def counter(option: str, what: str = "a count", minimum: int = 0) -> Callable[[s
             raise ConfigError(f"{option} {text!r} is not {what}")
         return value
 
+    parse.minimum = minimum  # type: ignore[attr-defined]  # an int given in Python is checked too
     return parse
 
 

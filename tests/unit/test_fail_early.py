@@ -116,6 +116,13 @@ def test_a_negative_duration_names_its_option_everywhere(no_spark, tmp_path, cap
         from_keywords(slimta, {"disk": env, "retention": "-7d"}, what="slimta")
     with pytest.raises(ConfigError, match=r"\] slimta: retention= duration datetime.timedelta\("):
         from_keywords(slimta, {"disk": env, "retention": dt.timedelta(days=-7)}, what="slimta")
+    # A count given in Python is held to its minimum as its text is.
+    james_purge = systems.get("james").purge_options
+    assert from_keywords(james_purge, {"trace_queries": 50}).trace_queries == 50
+    with pytest.raises(ConfigError, match=r"trace_queries= --trace-queries '0' is not a positive"):
+        from_keywords(james_purge, {"trace_queries": 0}, what="purge of a james plan")
+    with pytest.raises(ConfigError, match=r"retry_maximum= --retry-maximum '-1' is not a count"):
+        from_keywords(slimta, {"disk": env, "retry_maximum": -1}, what="slimta")
     with pytest.raises(ConfigError, match=rf"\] MQF_SLIMTA_ARGS: --retention {negative}"):
         from_tokens(slimta, ["--disk", str(env), "--retention=-7d"], where="MQF_SLIMTA_ARGS")
     with pytest.raises(ConfigError, match=rf"\] max_audit_age= {negative.replace('-7d', '-1d')}"):
