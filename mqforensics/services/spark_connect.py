@@ -40,6 +40,8 @@ def start(server: ServerDir, *, timeout: float = 120.0) -> dict:
         "SPARK_LOCAL_IP": LOOPBACK,
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOG_DIR": str(server.logs),
+        # Its data source planners import the installed PySpark too (mqforensics/spark/daemon.py).
+        "PYTHONPATH": daemon.worker_python_path(os.environ.get("PYTHONPATH")),
     }
     confs = {
         "spark.connect.grpc.binding.address": LOOPBACK,

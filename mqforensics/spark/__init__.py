@@ -203,7 +203,8 @@ def session(
             builder = builder.config(
                 "spark.sql.files.minPartitionNum", str(4 * (os.cpu_count() or 1))
             )
-        with _spark_output_logged():
+        # Its data source planners import the installed PySpark too (mqforensics/spark/daemon.py).
+        with _spark_output_logged(), daemon.worker_site_on_path():
             spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("MQF_SPARK_LOG_LEVEL", "ERROR"))
     # Spark Connect logs each operation's plan, data source options included, as text.

@@ -12,15 +12,25 @@ path before PySpark is imported, and the daemon runs as it would have. Otherwise
 PySpark version, or none installed) nothing changes.
 
 Used through ``spark.python.daemon.module`` (`mqforensics.spark.session`); the worker module
-Spark names (``pyspark.worker``, a data source planner...) is passed on unchanged.
+Spark names (``pyspark.worker``...) is passed on unchanged.
+
+Spark starts the driver's data source planners (``pyspark.sql.worker.create_data_source``,
+``plan_data_source_read``, ``data_source_pushdown_filters``, ``lookup_data_sources``) with
+PySpark's own daemon, whatever that setting says: four daemons per session, each compiling
+PySpark from the zip as it starts (0.8 CPU-s, 0.25 from the installed copy). A local driver JVM
+therefore starts with `WORKER_SITE` on its ``PYTHONPATH`` (`worker_site_on_path`), which Spark
+appends to every Python worker's: its ``sitecustomize`` drops the archives there, before any
+worker imports PySpark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
 import zipfile
+from collections.abc import Iterator
 
 # The archives Spark puts on a worker's path (PythonUtils.sparkPythonPath).
 _SPARK_ARCHIVES = ("pyspark.zip", "py4j-", "spark-core_")
@@ -59,11 +69,41 @@ def unarchived_path(path: list[str]) -> list[str]:
     return rest
 
 
-def main() -> None:
+# The folder of the ``sitecustomize`` that runs `drop_spark_archives` in every Python worker of
+# a local driver JVM (data source planners included).
+WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_site")
+
+
+def drop_spark_archives() -> None:
+    """Take Spark's archives off this interpreter's `sys.path` (`unarchived_path`)."""
     kept = unarchived_path(sys.path)
-    for dropped in set(sys.path) - set(kept):  # finding this module made their importers
+    for dropped in set(sys.path) - set(kept):  # finding modules made their importers
         sys.path_importer_cache.pop(dropped, None)
     sys.path[:] = kept
+
+
+def worker_python_path(current: str | None) -> str:
+    """A driver JVM's ``PYTHONPATH``: `WORKER_SITE`, then `current` (the variable's value)."""
+    return os.pathsep.join([WORKER_SITE, *([current] if current else [])])
+
+
+@contextlib.contextmanager
+def worker_site_on_path() -> Iterator[None]:
+    """Within: ``PYTHONPATH`` is `worker_python_path`, for the driver JVM launched there to
+    inherit (and with it each Python process it starts); the variable as it was after."""
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = worker_python_path(before)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def main() -> None:
+    drop_spark_archives()
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
 
 

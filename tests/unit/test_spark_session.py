@@ -1,9 +1,11 @@
 """The session every entry point uses: loopback only, this interpreter, UTC, our sources."""
 
 import os
+import subprocess
 import sys
 
 import pytest
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 
 def test_local_session_is_bound_to_loopback_in_utc(spark):
@@ -63,6 +65,72 @@ def test_python_workers_import_the_installed_pyspark_not_sparks_archives(spark):
 
     assert module == pyspark.__file__  # the driver's: the installed package
     assert not [a for a in archives if "pyspark" in a or "spark-core" in a]
+
+
+def test_data_source_planners_import_the_installed_pyspark_not_sparks_archives(spark):
+    """Spark starts its planners with PySpark's own daemon, not ours: the driver JVM's
+    ``PYTHONPATH`` names `WORKER_SITE`, whose ``sitecustomize`` drops the archives there.
+    The reader's `partitions` runs in ``pyspark.sql.worker.plan_data_source_read``; its one
+    partition carries what that process saw into the row the task reads. (Classes of the test
+    itself: cloudpickle sends them whole, as this test module is not importable there.)"""
+    import pyspark
+
+    class PlannerPathReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            import sys
+
+            import pyspark
+
+            archives = [p for p in sys.path if p.endswith((".zip", ".jar"))]
+            return [InputPartition((pyspark.__file__, archives))]
+
+        def read(self, partition):
+            yield partition.value
+
+    class PlannerPath(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "mqf_test_planner_path"
+
+        def schema(self) -> str:
+            return "module string, archives array<string>"
+
+        def reader(self, schema):
+            return PlannerPathReader()
+
+    spark.dataSource.register(PlannerPath)
+    [row] = spark.read.format(PlannerPath.name()).load().collect()
+    assert row.module == pyspark.__file__  # the driver's: the installed package
+    assert not [a for a in row.archives if "pyspark" in a or "spark-core" in a]
+
+
+def test_the_worker_site_drops_sparks_archives_then_runs_the_sitecustomize_it_shadows(tmp_path):
+    """A Python process started with Spark's archives first on its path, then `WORKER_SITE`,
+    then a folder with another ``sitecustomize``: the installed PySpark is imported, and the
+    other ``sitecustomize`` still runs."""
+    import pyspark
+
+    from mqforensics.spark.archive import spark_home
+    from mqforensics.spark.daemon import WORKER_SITE, worker_python_path
+
+    lib = spark_home() / "python" / "lib"
+    archives = [str(lib / "pyspark.zip"), *map(str, lib.glob("py4j-*.zip"))]
+    assert all(map(os.path.isfile, archives))
+    other = tmp_path / "site"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['SHADOWED_RAN'] = 'yes'\n")
+    path = os.pathsep.join([*archives, worker_python_path(str(other))])
+    assert path.split(os.pathsep)[-2:] == [WORKER_SITE, str(other)]
+    probe = "import os, pyspark; print(pyspark.__file__, os.environ.get('SHADOWED_RAN'))"
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": path},
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.split() == [pyspark.__file__, "yes"]
+    assert done.stderr == ""
+    # Without it, Spark's archive is what a worker imports.
+    done = subprocess.run([sys.executable, "-c", probe],
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(archives)},
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.split() == [f"{archives[0]}/pyspark/__init__.py", "None"]
 
 
 def test_spark_archives_are_dropped_only_for_the_same_installed_pyspark(tmp_path):
