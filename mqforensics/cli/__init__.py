@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from mqforensics import credentials
@@ -38,6 +37,7 @@ from mqforensics.cli import (
     services,
 )
 from mqforensics.credentials import HIDDEN, mask_secrets
+from mqforensics.environment import variables_set
 from mqforensics.errors import ConfigError, MqfError, explain
 from mqforensics.filenames import printable_line
 from mqforensics.privacy import pseudonymize_text
@@ -144,18 +144,9 @@ def _main(argv: Sequence[str] | None) -> int:
     return status
 
 
-@contextlib.contextmanager
-def progress_off() -> Iterator[None]:
+def progress_off() -> contextlib.AbstractContextManager[None]:
     """``--quiet``: no progress display inside (``MQF_PROGRESS=0``), as before after."""
-    before = os.environ.get("MQF_PROGRESS")
-    os.environ["MQF_PROGRESS"] = "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("MQF_PROGRESS", None)
-        else:
-            os.environ["MQF_PROGRESS"] = before
+    return variables_set({"MQF_PROGRESS": "0"})
 
 
 def one_line(exc: BaseException) -> str:

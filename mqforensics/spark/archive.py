@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mqforensics.environment import variables_set
 from mqforensics.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -139,37 +140,30 @@ def record(
     if key is None:
         raise ConfigError("prepare-spark: no java found (set JAVA_HOME or put java on the PATH)")
     partial = archive_dir() / f".driver-{key}.{os.getpid()}.part"
-    saved = {name: os.environ.get(name) for name in (_RECORD_TO, *_OTHER_SPARK)}
-    os.environ[_RECORD_TO] = str(partial)
-    for name in _OTHER_SPARK:  # the driver JVM to record is a local one
-        os.environ.pop(name, None)
-    try:
-        spark = start_session()
-        # The JVM `launch_gateway` started (py4j's gateway keeps its process).
-        process = getattr(spark.sparkContext._gateway, "proc", None)
-        if process is None:
-            raise ConfigError("prepare-spark: Spark's JVM was not started by this process")
-        workload(spark)
-        spark.stop()
-        # The gateway JVM exits when its stdin closes, and writes the archive as it exits; it
-        # exits with an error when it could not write all of it (a full disk).
-        process.stdin.close()
-        status = process.wait(timeout=_WRITE_SECONDS)
-        if status != 0 or not partial.is_file() or partial.stat().st_size == 0:
-            raise ConfigError(
-                f"prepare-spark: the JVM exited with status {status} without a class data "
-                f"archive in {partial.parent} (run with --debug to keep Spark's log)"
-            )
-        partial.chmod(0o444)
-        path = archive_dir() / f"driver-{key}-{partial.stat().st_size}.jsa"
-        os.replace(partial, path)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        partial.unlink(missing_ok=True)
+    # The driver JVM to record is a local one.
+    with variables_set({_RECORD_TO: str(partial), **dict.fromkeys(_OTHER_SPARK)}):
+        try:
+            spark = start_session()
+            # The JVM `launch_gateway` started (py4j's gateway keeps its process).
+            process = getattr(spark.sparkContext._gateway, "proc", None)
+            if process is None:
+                raise ConfigError("prepare-spark: Spark's JVM was not started by this process")
+            workload(spark)
+            spark.stop()
+            # The gateway JVM exits when its stdin closes, and writes the archive as it exits; it
+            # exits with an error when it could not write all of it (a full disk).
+            process.stdin.close()
+            status = process.wait(timeout=_WRITE_SECONDS)
+            if status != 0 or not partial.is_file() or partial.stat().st_size == 0:
+                raise ConfigError(
+                    f"prepare-spark: the JVM exited with status {status} without a class data "
+                    f"archive in {partial.parent} (run with --debug to keep Spark's log)"
+                )
+            partial.chmod(0o444)
+            path = archive_dir() / f"driver-{key}-{partial.stat().st_size}.jsa"
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
     return path
 
 

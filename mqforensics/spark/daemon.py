@@ -30,7 +30,6 @@ import os
 import runpy
 import sys
 import zipfile
-from collections.abc import Iterator
 
 # The archives Spark puts on a worker's path (PythonUtils.sparkPythonPath).
 _SPARK_ARCHIVES = ("pyspark.zip", "py4j-", "spark-core_")
@@ -87,19 +86,13 @@ def worker_python_path(current: str | None) -> str:
     return os.pathsep.join([WORKER_SITE, *([current] if current else [])])
 
 
-@contextlib.contextmanager
-def worker_site_on_path() -> Iterator[None]:
+def worker_site_on_path() -> contextlib.AbstractContextManager[None]:
     """Within: ``PYTHONPATH`` is `worker_python_path`, for the driver JVM launched there to
     inherit (and with it each Python process it starts); the variable as it was after."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = worker_python_path(before)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+    # Imported here: `sitecustomize` loads this file in every worker before PySpark is found.
+    from mqforensics.environment import variables_set
+
+    return variables_set({"PYTHONPATH": worker_python_path(os.environ.get("PYTHONPATH"))})
 
 
 def main() -> None:
